@@ -1,0 +1,26 @@
+// Small string helpers shared by readers and the CLI.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace orrery {
+
+// Levenshtein edit distance (insert, delete, substitute each cost 1), case-insensitive.
+int edit_distance(std::string_view a, std::string_view b);
+
+// Up to max_results candidates closest to `name` by edit distance, nearest first (ties keep
+// candidate order). Candidates further than max(2, |name|/2) edits are dropped unless one of the
+// strings contains the other.
+std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& candidates,
+                                       size_t max_results = 3);
+
+// "did you mean 'a'?" / "did you mean 'a' or 'b'?" or, with no near candidate,
+// "valid names: a, b, c" (listing at most 12). Empty when candidates is empty.
+std::string suggest(std::string_view name, const std::vector<std::string>& candidates);
+
+std::string to_lower(std::string_view s);
+std::string_view trim(std::string_view s);
+
+}  // namespace orrery
