@@ -38,18 +38,35 @@ int edit_distance(std::string_view a_in, std::string_view b_in) {
 
 std::vector<std::string> nearest_names(std::string_view name, const std::vector<std::string>& candidates,
                                        size_t max_results) {
+  // Score = case-insensitive distance (a name containing the query, or contained in it, counts as at
+  // most 1), ties broken by exact-case distance (units are case-sensitive: "Gb/s" vs "GB/s"), then by
+  // candidate order. Only candidates at the minimal case-insensitive distance are returned.
   const std::string lname = to_lower(name);
   const int limit = std::max<int>(2, static_cast<int>(name.size()) / 2);
-  std::vector<std::pair<int, size_t>> scored;
+  struct Scored {
+    int ci;
+    int cs;
+    size_t index;
+  };
+  std::vector<Scored> scored;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string lc = to_lower(candidates[i]);
     int d = edit_distance(lname, lc);
-    const bool contains = !lname.empty() && (lc.find(lname) != std::string::npos || lname.find(lc) != std::string::npos);
-    if (d <= limit || contains) scored.emplace_back(contains ? std::min(d, 1) : d, i);
+    const bool contains =
+        !lname.empty() && (lc.find(lname) != std::string::npos || lname.find(lc) != std::string::npos);
+    if (contains) d = std::min(d, 1);
+    if (d > limit) continue;
+    int cs = 0;
+    for (size_t k = 0; k < std::min(name.size(), candidates[i].size()); ++k) cs += name[k] != candidates[i][k];
+    scored.push_back({d, cs, i});
   }
-  std::stable_sort(scored.begin(), scored.end(), [](auto& x, auto& y) { return x.first < y.first; });
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const Scored& x, const Scored& y) { return x.ci != y.ci ? x.ci < y.ci : x.cs < y.cs; });
   std::vector<std::string> out;
-  for (size_t k = 0; k < scored.size() && out.size() < max_results; ++k) out.push_back(candidates[scored[k].second]);
+  for (const Scored& s : scored) {
+    if (s.ci != scored.front().ci || out.size() >= max_results) break;
+    out.push_back(candidates[s.index]);
+  }
   return out;
 }
 

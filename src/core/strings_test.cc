@@ -1,0 +1,28 @@
+#include "core/strings.h"
+
+#include <gtest/gtest.h>
+
+namespace orrery {
+namespace {
+
+TEST(EditDistance, ClassicExamples) {
+  // kitten -> sitting: substitute k->s, e->i, insert g = 3 edits (Levenshtein 1966's example).
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
+  EXPECT_EQ(edit_distance("", "abc"), 3);
+  EXPECT_EQ(edit_distance("H100-SXM", "h100-sxm"), 0);  // case-insensitive
+}
+
+TEST(Suggest, NearestNameFirst) {
+  const std::vector<std::string> gpus = {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm", "h100-pcie", "h200"};
+  // 'h100-sxm5' is one deletion from 'h100-sxm'.
+  EXPECT_EQ(suggest("h100-sxm5", gpus), "did you mean 'h100-sxm'?");
+  EXPECT_EQ(nearest_names("h100", gpus).front(), "h100-sxm");
+}
+
+TEST(Suggest, FarNamesListTheValidOnes) {
+  const std::vector<std::string> names = {"ring", "tree"};
+  EXPECT_EQ(suggest("butterfly-mesh", names), "valid names: ring, tree");
+}
+
+}  // namespace
+}  // namespace orrery
