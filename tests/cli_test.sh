@@ -1,1 +1,84 @@
 #!/usr/bin/env bash
+# End-to-end checks of the orrery binary: exit codes, one-line errors naming the flag/file/key and
+# the nearest valid name, --json validity, atomic and deterministic result folders.
+# Run by ctest (label fast) with ORRERY set to the binary.
+set -u
+bin="${ORRERY:?set ORRERY to the orrery binary}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+
+# expect NAME WANT_RC GREP_PATTERN -- ARGS...: runs orrery ARGS, checks the exit code and that the
+# combined output matches the extended regex GREP_PATTERN (empty: no check).
+expect() {
+  local name=$1 want=$2 pattern=$3; shift 4
+  local out rc
+  out=$("$bin" "$@" 2>&1); rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    echo "FAIL $name: exit $rc, expected $want; output: $(echo "$out" | head -5)"; fail=$((fail+1)); return
+  fi
+  if [ -n "$pattern" ] && ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL $name: output does not match /$pattern/: $(echo "$out" | head -5)"; fail=$((fail+1)); return
+  fi
+  pass=$((pass+1))
+}
+
+# stderr must be exactly one line for bad input.
+one_line_error() {
+  local name=$1; shift
+  local lines
+  lines=$("$bin" "$@" 2>&1 >/dev/null | wc -l)
+  if [ "$lines" -ne 1 ]; then echo "FAIL $name: $lines lines on stderr, expected 1"; fail=$((fail+1)); else pass=$((pass+1)); fi
+}
+
+expect help 0 "catalog" -- --help
+expect version 0 "^orrery [0-9]+\.[0-9]+\.[0-9]+" -- --version
+expect catalog-help 0 "list" -- catalog --help
+expect show-help 0 "--seq" -- catalog show --help
+expect list-gpus 0 "h100-sxm" -- catalog list gpus
+expect list-all 0 "Interconnects" -- catalog list
+expect show-gpu 0 "989" -- catalog show gpu h100-sxm
+expect unknown-gpu 2 "did you mean 'h100-sxm'" -- catalog show gpu h100-sxm5
+one_line_error unknown-gpu-one-line catalog show gpu h100-sxm5
+expect unknown-kind 2 "unknown catalog kind 'gpx'; did you mean 'gpu'" -- catalog show gpx h100-sxm
+expect unknown-subcommand 2 "did you mean 'catalog'" -- catlog list
+one_line_error unknown-subcommand-one-line catlog list
+expect unknown-flag 2 "did you mean '--json'" -- catalog list --jsn
+expect bad-seq 2 "seq" -- catalog show model llama3-8b --seq -5
+expect missing-catalog-path 2 "--catalog: catalog path '/nonexistent.yaml' does not exist" -- --catalog /nonexistent.yaml catalog list
+
+# --json parses and carries the envelope.
+if "$bin" catalog show gpu h100-sxm --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["entry"]["name"]=="h100-sxm" and "orrery_version" in d' 2>/dev/null; then
+  pass=$((pass+1)); else echo "FAIL show-gpu-json"; fail=$((fail+1)); fi
+if "$bin" catalog list --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d["gpus"])>=9 and len(d["models"])>=7' 2>/dev/null; then
+  pass=$((pass+1)); else echo "FAIL list-json"; fail=$((fail+1)); fi
+
+# A user catalog file with a bad unit: one line naming file:line: key, exit 2.
+cat > "$tmp/bad.yaml" <<'YAML'
+gpus:
+  - name: x100
+    vendor: acme
+    memory: 80
+YAML
+expect bad-user-yaml 2 "bad.yaml:4: gpus\[0\].memory: '80' has no unit" -- --catalog "$tmp/bad.yaml" catalog list gpus
+one_line_error bad-user-yaml-one-line --catalog "$tmp/bad.yaml" catalog list gpus
+
+# A model config.json missing a required field names the field.
+echo '{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2}' > "$tmp/cfg.json"
+expect bad-model-json 2 "hidden_size" -- catalog show model "$tmp/cfg.json"
+
+# Demo: writes a results folder atomically; same inputs give byte-identical files.
+expect demo 0 "" -- demo --out "$tmp/d1" --quiet
+cp -r "$tmp/d1" "$tmp/first"
+expect demo-again 0 "" -- demo --out "$tmp/d1" --quiet
+if [ -f "$tmp/d1/demo.json" ] && diff -r "$tmp/d1" "$tmp/first" > /dev/null; then pass=$((pass+1)); else echo "FAIL demo-deterministic"; fail=$((fail+1)); fi
+# An error in the inputs leaves no output folder behind.
+expect demo-bad-mfu 2 "--mfu: must be in \(0, 1\]" -- demo --out "$tmp/bad" --mfu 1.5
+if [ -e "$tmp/bad" ]; then echo "FAIL demo-bad-left-output"; fail=$((fail+1)); else pass=$((pass+1)); fi
+expect demo-bad-model 2 "unknown model 'llama3-7b'.*did you mean" -- demo --out "$tmp/bad" --models llama3-7b
+if ls "$tmp/d1" | grep -q '\.tmp\.'; then echo "FAIL demo-left-temporary"; fail=$((fail+1)); else pass=$((pass+1)); fi
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["seed"] is not None and "config" in d and d["orrery_version"]' "$tmp/d1/demo.json"; then
+  pass=$((pass+1)); else echo "FAIL demo-json-provenance"; fail=$((fail+1)); fi
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,41 @@
+#include "io/atomic_file.h"
+
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace orrery::io {
+namespace {
+
+TEST(AtomicFile, WritesCreatesParentsAndLeavesNoTemporary) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "orrery_atomic_test";
+  fs::remove_all(dir);
+  const std::string path = (dir / "sub" / "out.json").string();
+  write_file_atomic(path, "{\"a\": 1}\n");
+  EXPECT_EQ(read_file(path), "{\"a\": 1}\n");
+  write_file_atomic(path, "second");
+  EXPECT_EQ(read_file(path), "second");
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir / "sub")) files += e.is_regular_file();
+  EXPECT_EQ(files, 1u);  // no .tmp left behind
+  fs::remove_all(dir);
+}
+
+TEST(AtomicFile, UnwritableTargetThrowsAndLeavesNothing) {
+  EXPECT_THROW(write_file_atomic("/proc/orrery-cannot-write/x.json", "x"), std::runtime_error);
+}
+
+TEST(ReadFile, MissingFileIsAnInputErrorNamingThePath) {
+  try {
+    read_file("/nonexistent/config.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().file, "/nonexistent/config.json");
+  }
+}
+
+}  // namespace
+}  // namespace orrery::io

@@ -1,0 +1,238 @@
+// ModelSpec: an immutable description of a decoder-only transformer, and its parameter counts.
+//
+// Model card
+//   What is modelled: the shapes of every weight of a decoder-only transformer, enough to count its
+//   parameters exactly and to build its op inventory (model/op_inventory.h). Covered: Llama 2/3/3.1,
+//   Code Llama, Mistral (sliding window), Mixtral (MoE), Qwen2 (q/k/v bias), Qwen2-MoE (shared expert
+//   with a sigmoid gate), Qwen3 (q/k RMSNorm), Qwen3-MoE, DeepSeek-V3 (multi-head latent attention,
+//   routed + shared experts, leading dense layers), GPT-2/GPT-3 and Megatron GPT (learned positions,
+//   LayerNorm with bias, GeLU 4h MLP, biases everywhere, tied embeddings), OPT (ReLU, learned
+//   positions with an offset of 2, optional word_embed_proj_dim projections).
+//   Not modelled: DeepSeek-V3's multi-token-prediction module (num_nextn_predict_layers; it is not
+//   part of the 671B main model and is not used at inference), encoder-decoder models, vision towers,
+//   weight quantization (the spec is dtype-free; byte counts take a dtype size).
+//
+//   Parameter counting (exact, per the Hugging Face transformers module structure):
+//     norm(d)           RMSNorm: d (weight); LayerNorm: 2d (weight + bias)
+//     MHA/GQA attention h*(a*dh) + 2*h*(g*dh) + (a*dh)*h  [+ a*dh + 2*g*dh if qkv_bias] [+ h if out_bias]
+//                       [+ 2*dh if qk_norm]     (a heads, g kv heads, dh head dim)
+//     MLA attention     h*r_q + norm(r_q) + r_q*a*(dn+dr)   (or h*a*(dn+dr) without q compression)
+//                       + h*(r_kv+dr) + norm(r_kv) + r_kv*a*(dn+dv) + a*dv*h
+//     gated MLP         3*h*f [+ 2f + h if mlp_bias];  plain MLP 2*h*f [+ f + h if mlp_bias]
+//     MoE block         E*h router [+ E router bias] + E*3*h*fe + S*3*h*fs [+ h shared gate]
+//     embeddings        V*e token table (e = word_embed_proj_dim or h) + (P + offset)*h learned positions
+//                       [+ 2*e*h OPT project_in/out when e != h]; LM head V*e unless tied; final norm(h)
+//   Active parameters per token: everything outside the routed experts, plus top_k routed experts.
+//   By default the whole input-embedding table counts as active (the convention of Mistral's 12.9B
+//   for Mixtral-8x7B); ActiveEmbedding::kExclude drops the input lookup (token and position tables),
+//   which does no matmul; this reproduces DeepSeek's 36.7B for DeepSeek-V3 (see docs/model.md).
+//
+// Range of validity: dense and MoE decoder-only transformers with one attention and one MLP/MoE block
+// per layer. Sources: see docs/model.md (transformers config classes, model cards, papers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "core/units.h"
+
+namespace orrery::model {
+
+enum class Family {
+  kGpt,         // Megatron-style GPT (ModelSpec::gpt): learned positions, LayerNorm, GeLU, biases, tied
+  kLlama,       // Llama 2/3/3.1, Code Llama, and ModelSpec::llama
+  kMistral,
+  kMixtral,
+  kQwen2,
+  kQwen2Moe,
+  kQwen3,
+  kQwen3Moe,
+  kDeepSeekV3,
+  kGpt2,        // GPT-2 and GPT-3 (shipped as a GPT-2-style config)
+  kOpt,
+};
+std::string_view to_string(Family f);
+
+enum class NormKind { kRmsNorm, kLayerNorm };
+enum class MlpKind {
+  kGated,  // act(x W_gate) * (x W_up) W_down: SwiGLU when the activation is SiLU (three matrices)
+  kPlain,  // act(x W_up) W_down (two matrices)
+};
+enum class Activation { kSilu, kGelu, kGeluTanh, kRelu };
+enum class AttentionKind {
+  kMha,  // multi-head attention incl. grouped-query (kv_heads < heads) and multi-query (kv_heads = 1)
+  kMla,  // DeepSeek multi-head latent attention
+};
+enum class PositionKind { kRope, kLearned };
+std::string_view to_string(NormKind k);
+std::string_view to_string(MlpKind k);
+std::string_view to_string(Activation a);
+std::string_view to_string(AttentionKind k);
+std::string_view to_string(PositionKind k);
+
+// Multi-head latent attention dimensions (DeepSeek-V2/V3 names).
+struct MlaDims {
+  int64_t q_lora_rank = 0;  // 0: queries are projected straight from the hidden state
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+};
+
+// Mixture-of-experts block. num_experts == 0 means a dense model.
+// Layer i is an MoE layer when num_experts > 0, i >= first_dense_layers, (i + layer_freq_offset) %
+// layer_freq == 0 and i is not listed in dense_layers. DeepSeek: offset 0 (first_k_dense_replace,
+// moe_layer_freq); Qwen-MoE: offset 1 (decoder_sparse_step, mlp_only_layers).
+struct MoeSpec {
+  int64_t num_experts = 0;         // routed experts
+  int64_t top_k = 0;               // routed experts per token
+  int64_t expert_ffn = 0;          // intermediate size of one routed expert (always a gated MLP)
+  int64_t num_shared_experts = 0;  // experts every token goes through
+  int64_t shared_expert_ffn = 0;   // intermediate size of each shared expert
+  bool shared_expert_gate = false; // Qwen2-MoE: sigmoid(x W), W of shape h x 1, scales the shared expert
+  bool router_bias = false;        // DeepSeek-V3: e_score_correction_bias, one per routed expert
+  int64_t first_dense_layers = 0;
+  int64_t layer_freq = 1;
+  int64_t layer_freq_offset = 0;
+  std::vector<int64_t> dense_layers;
+};
+
+// Dropout probabilities (training only). A nonzero probability makes training save a 1-byte mask.
+struct Dropout {
+  double embedding = 0.0;   // after the embedding sum
+  double attention = 0.0;   // on the attention probabilities
+  double hidden = 0.0;      // on the attention and MLP block outputs, before the residual adds
+  double activation = 0.0;  // inside the MLP after the activation (OPT activation_dropout)
+};
+
+// Where the numbers came from (catalog entries carry it; specs built in code leave it empty).
+struct Provenance {
+  std::string source;                   // URLs of the config and the paper or model card
+  double published_total_params = 0.0;  // as stated by the publisher; 0 = not stated
+  double published_active_params = 0.0;
+};
+
+// Parameters of one transformer layer.
+struct LayerParams {
+  bool moe = false;
+  int64_t attention = 0;       // projections, their biases, and norms inside attention (MLA, q/k norm)
+  int64_t norms = 0;           // the two block norms
+  int64_t mlp = 0;             // dense MLP, or for an MoE layer: router + routed + shared experts
+  int64_t router = 0;          // part of mlp
+  int64_t routed_experts = 0;  // part of mlp: all routed experts
+  int64_t shared_experts = 0;  // part of mlp: shared experts and the Qwen2-MoE shared gate
+  int64_t active = 0;          // parameters one token uses
+  int64_t matmul_active = 0;   // weights one token multiplies by (no biases, norms, router bias)
+
+  int64_t total() const { return attention + norms + mlp; }
+};
+
+struct ParamBreakdown {
+  int64_t token_embedding = 0;     // vocab x embed dim
+  int64_t position_embedding = 0;  // learned positions (0 for RoPE)
+  int64_t projections = 0;         // OPT project_in + project_out
+  int64_t final_norm = 0;
+  int64_t lm_head = 0;             // 0 when tied to the token embedding
+  std::vector<LayerParams> layers;
+
+  int64_t layers_total() const;
+  int64_t total() const;
+};
+
+enum class ActiveEmbedding {
+  kInclude,  // count the token (and position) tables as active: the usual published convention
+  kExclude,  // leave out the input lookup, which does no matmul (DeepSeek-V3's 36.7B)
+};
+
+// Hyperparameters of the two generic architectures of shared/validation/training.csv.
+struct GenericArch {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t ffn = 0;
+  int64_t vocab = 0;
+  int64_t seq = 0;  // sequence length; also the size of GPT's learned position table
+};
+
+// Plain aggregate: build it, call validate(), then treat it as immutable.
+struct ModelSpec {
+  std::string name;
+  Family family = Family::kLlama;
+
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;       // query heads
+  int64_t kv_heads = 0;    // key/value heads (MHA/GQA); equal to heads for MLA
+  int64_t head_dim = 0;    // q/k/v head dim for MHA/GQA; qk head dim (nope + rope) for MLA
+  int64_t ffn = 0;         // dense MLP intermediate size (0 allowed only when every layer is MoE)
+  int64_t vocab = 0;
+  int64_t max_positions = 0;
+
+  PositionKind positions = PositionKind::kRope;
+  int64_t position_offset = 0;      // OPT's learned table has max_positions + 2 rows
+  bool tied_embeddings = false;
+  int64_t word_embed_proj_dim = 0;  // OPT: embedding width when it differs from hidden; 0 = hidden
+
+  NormKind norm = NormKind::kRmsNorm;
+  bool final_norm = true;
+  bool qk_norm = false;  // Qwen3: a norm of width head_dim on each query and key head
+
+  MlpKind mlp = MlpKind::kGated;
+  Activation activation = Activation::kSilu;
+
+  AttentionKind attention = AttentionKind::kMha;
+  MlaDims mla;                // used when attention == kMla
+  bool qkv_bias = false;      // bias on the q/k/v projections (MLA: on q_a/q and kv_a)
+  bool out_bias = false;      // bias on the attention output projection
+  bool mlp_bias = false;      // biases on the dense MLP matrices
+  int64_t sliding_window = 0;              // 0 = full attention
+  int64_t sliding_window_first_layer = 0;  // layers >= this one use the window
+
+  MoeSpec moe;
+  Dropout dropout;
+  Provenance provenance;
+
+  // Megatron-style GPT: learned positions (seq rows), LayerNorm, GeLU plain MLP, biases everywhere,
+  // tied embeddings, dropout 0.1 on embeddings, attention probabilities and block outputs.
+  // Throws InputError (key = the GenericArch field) when the hyperparameters are invalid.
+  static ModelSpec gpt(const GenericArch& arch, std::string name = "gpt");
+  // Llama-style: RoPE, RMSNorm, SwiGLU, no biases, untied embeddings, no dropout, GQA (kv_heads).
+  static ModelSpec llama(const GenericArch& arch, std::string name = "llama");
+
+  // Throws InputError naming the offending field (where.with_key(field)) when a size is not positive,
+  // heads do not divide evenly, top_k exceeds the experts, etc.
+  void validate(const Where& where = {}) const;
+
+  bool is_moe() const { return moe.num_experts > 0; }
+  // REQUIRES: 0 <= layer < layers.
+  bool is_moe_layer(int64_t layer) const;
+  bool is_sliding_layer(int64_t layer) const;
+  int64_t num_moe_layers() const;
+  int64_t embed_dim() const { return word_embed_proj_dim > 0 ? word_embed_proj_dim : hidden; }
+  int64_t q_width() const;    // width of all query heads: a*dh (MLA: a*(dn+dr))
+  int64_t k_width() const;    // width of all key heads as attention sees them: g*dh (MLA: a*(dn+dr))
+  int64_t v_width() const;    // width of all value heads: g*dh (MLA: a*dv)
+  int64_t attn_out_width() const;  // input width of the output projection: a*dh (MLA: a*dv)
+  int64_t norm_params(int64_t width) const;  // parameters of one norm of this width
+
+  LayerParams layer_params(int64_t layer) const;
+  ParamBreakdown param_breakdown() const;
+  int64_t total_params() const;
+  int64_t active_params(ActiveEmbedding embedding = ActiveEmbedding::kInclude) const;
+  int64_t embedding_params() const;      // token + position tables (+ OPT projections)
+  int64_t non_embedding_params() const;  // total minus embeddings and an untied LM head
+  // PaLM's N: weights one token multiplies by, including the LM head (even when tied) and excluding
+  // the input lookup, norms and biases (Chowdhery et al. 2022, App. B).
+  int64_t matmul_params_per_token() const;
+  // KV-cache bytes one token occupies across all layers: 2*g*dh per layer for MHA/GQA, the compressed
+  // latent (kv_lora_rank + qk_rope_head_dim) per layer for MLA.
+  Bytes kv_cache_bytes_per_token(int64_t dtype_bytes = 2) const;
+};
+
+}  // namespace orrery::model
