@@ -7,10 +7,6 @@ namespace orrery::des {
 
 namespace {
 
-// Internal events (handler == nullptr) carry in tag either a callable's pool slot or, with this bit
-// set, the index of a fluid model record.
-constexpr uint64_t kFluidBit = uint64_t{1} << 63;
-
 // Clears Engine::running_ however the run ends (a handler may throw).
 class RunningGuard {
  public:
@@ -38,8 +34,9 @@ class TakeGuard {
 }  // namespace
 
 // ---- EventHeap: flat 4-ary min-heap (layout in engine.h). A hole moves instead of swapping entries.
-// The child scan is a plain loop with branches on purpose: predicted branches let the CPU load the
-// next level speculatively, which measured faster than a branch-free tournament (docs/des.md).
+// The child scan is a plain loop with branches on purpose: it measured faster than a branch-free
+// tournament, presumably because predicted branches let the CPU load the next level speculatively
+// (docs/des.md).
 
 namespace detail {
 
@@ -97,14 +94,18 @@ Time Engine::after(Time delay) const {
   return now_ + delay;
 }
 
-EventId Engine::push(Time time, Priority priority, EventHandler* handler, uint64_t tag) {
+EventKey Engine::make_key(Time time, Priority priority) {
   ORRERY_ASSERT(time >= now_);  // scheduling in the past
   ORRERY_ASSERT(!in_fluid_advance_);
   ORRERY_ASSERT(next_sequence_ <= EventKey::kMaxSequence);
   // Causality: never precede, in key order, an event already taken off the queue. Only an event at
   // the same instant in an earlier class could; it takes that event's class instead.
   if (time == last_popped_.time() && priority < last_popped_.priority()) priority = last_popped_.priority();
-  const EventKey key(time, priority, next_sequence_++);
+  return EventKey(time, priority, next_sequence_++);
+}
+
+EventId Engine::push(Time time, Priority priority, EventHandler* handler, uint64_t tag) {
+  const EventKey key = make_key(time, priority);
   heap_.push(detail::HeapEntry{key, handler, tag});
   return EventId(key);
 }
@@ -172,43 +173,40 @@ void Engine::stop() {
   stop_requested_ = true;
 }
 
-// Returns kDrained when the heap empties, kReachedTime when the next event is after limit, and
-// kStopped after a stop() or, with single, after one dispatch.
+// Returns kDrained when nothing is queued, kReachedTime when the next event is after limit, and
+// kStopped after a stop() or, with single, after one dispatch. The next event is the least key over
+// the heap's top and the earliest armed fluid wake-up (those live beside the heap, one per model).
 StopReason Engine::loop(Time limit, bool single) {
-  while (!heap_.empty()) {
-    if (heap_.top().key.time() > limit) return StopReason::kReachedTime;
-    // The taken entry stays in the heap until the handler's first push replaces it, or until the
-    // guard closes the take (also if the handler throws).
-    TakeGuard take(heap_);
-    const detail::HeapEntry entry = heap_.take_top();
-    last_popped_ = entry.key;
-    if ((!cancelled_.empty() && cancelled_.erase(entry.key.sequence()) != 0) || is_stale(entry)) {
-      discard(entry);
-      continue;
+  for (;;) {
+    if (next_fluid_ != kNoFluid && (heap_.empty() || fluids_[next_fluid_].wake < heap_.top().key)) {
+      const size_t index = next_fluid_;
+      const EventKey key = fluids_[index].wake;
+      if (key.time() > limit) return StopReason::kReachedTime;
+      last_popped_ = key;
+      disarm_fluid(index);
+      dispatch_fluid(index, key);
+    } else {
+      if (heap_.empty()) break;
+      if (heap_.top().key.time() > limit) return StopReason::kReachedTime;
+      // The taken entry stays in the heap until the handler's first push replaces it, or until the
+      // guard closes the take (also if the handler throws).
+      TakeGuard take(heap_);
+      const detail::HeapEntry entry = heap_.take_top();
+      last_popped_ = entry.key;
+      if (!cancelled_.empty() && cancelled_.erase(entry.key.sequence()) != 0) {
+        if (entry.handler == nullptr) callbacks_.release(entry.tag);
+        continue;
+      }
+      dispatch(entry);
     }
-    dispatch(entry);
     if (single || stop_requested_) return StopReason::kStopped;
   }
-  // Nothing is queued, so no event scheduled so far can be cancelled any more. Discarded events may
+  // Nothing is queued, so no event scheduled so far can be cancelled any more. Cancelled events may
   // have been popped beyond now(); fall back to the last dispatched key so that scheduling at now()
   // stays valid.
   last_popped_ = last_dispatched_;
   sequence_floor_ = next_sequence_;
   return StopReason::kDrained;
-}
-
-bool Engine::is_stale(const detail::HeapEntry& entry) const {
-  if (entry.handler != nullptr || (entry.tag & kFluidBit) == 0) return false;
-  return fluids_[entry.tag & ~kFluidBit].live_sequence != entry.key.sequence();
-}
-
-void Engine::discard(const detail::HeapEntry& entry) {
-  if (entry.handler != nullptr) return;
-  if ((entry.tag & kFluidBit) != 0) {
-    --stale_wake_ups_;
-  } else {
-    callbacks_.release(entry.tag);
-  }
 }
 
 void Engine::dispatch(const detail::HeapEntry& entry) {
@@ -220,15 +218,6 @@ void Engine::dispatch(const detail::HeapEntry& entry) {
       on_dispatch_.emit(DispatchEvent{entry.key, EventKind::kHandler, entry.handler, entry.tag});
     }
     entry.handler->on_event(*this, entry.tag);
-  } else if ((entry.tag & kFluidBit) != 0) {
-    if (on_dispatch_.has_subscribers()) {
-      on_dispatch_.emit(DispatchEvent{entry.key, EventKind::kFluidWakeUp, nullptr, 0});
-    }
-    const size_t index = entry.tag & ~kFluidBit;
-    fluids_[index].live_sequence = 0;
-    fluids_[index].model->on_due(*this, now_);
-    // on_due may have removed the model or registered others (fluids_ may have reallocated).
-    if (fluids_[index].model != nullptr) arm_fluid(index);
   } else {
     if (on_dispatch_.has_subscribers()) {
       on_dispatch_.emit(DispatchEvent{entry.key, EventKind::kCallable, nullptr, 0});
@@ -236,6 +225,16 @@ void Engine::dispatch(const detail::HeapEntry& entry) {
     callbacks_[entry.tag](*this);  // the pool does not move it, even if it schedules more
     callbacks_.release(entry.tag);
   }
+}
+
+void Engine::dispatch_fluid(size_t index, const EventKey& key) {
+  if (key.time() > now_) advance_time(key.time());
+  last_dispatched_ = key;
+  ++events_processed_;
+  if (on_dispatch_.has_subscribers()) on_dispatch_.emit(DispatchEvent{key, EventKind::kFluidWakeUp, nullptr, 0});
+  fluids_[index].model->on_due(*this, now_);
+  // on_due may have removed the model or registered others (fluids_ may have reallocated).
+  if (fluids_[index].model != nullptr) arm_fluid(index);
 }
 
 void Engine::advance_time(Time t) {
@@ -263,19 +262,16 @@ void Engine::add_fluid(FluidModel* model) {
   ORRERY_CHECK(model != nullptr);
   ORRERY_ASSERT(!in_fluid_advance_);
   ORRERY_ASSERT(std::find(active_fluids_.begin(), active_fluids_.end(), model) == active_fluids_.end());
-  fluids_.push_back(FluidRecord{model, Time::zero(), 0});
+  fluids_.push_back(FluidRecord{model, EventKey(), false});
   active_fluids_.push_back(model);
   arm_fluid(fluids_.size() - 1);
 }
 
 void Engine::remove_fluid(FluidModel* model) {
   ORRERY_ASSERT(!in_fluid_advance_);
-  FluidRecord& record = fluids_[fluid_index(model)];
-  if (record.live_sequence != 0) {
-    record.live_sequence = 0;
-    ++stale_wake_ups_;
-  }
-  record.model = nullptr;
+  const size_t index = fluid_index(model);
+  disarm_fluid(index);
+  fluids_[index].model = nullptr;
   std::erase(active_fluids_, model);
 }
 
@@ -284,20 +280,33 @@ void Engine::notify_fluid_changed(FluidModel* model) {
   arm_fluid(fluid_index(model));
 }
 
-// Keeps exactly one live wake-up for the model, at its next_event_time().
+// Keeps exactly one wake-up for the model, at its next_event_time(). An unchanged due time keeps the
+// wake-up's key (and so its place among equal-time events); a changed one gets a fresh key, exactly
+// as if it were scheduled now. Wake-ups live in fluids_, not in the heap, so re-arming leaves nothing
+// stale behind however often the due time moves.
 void Engine::arm_fluid(size_t index) {
   FluidRecord& record = fluids_[index];
   const Time due = record.model->next_event_time();
   ORRERY_ASSERT(due >= now_);
-  if (record.live_sequence != 0) {
-    if (record.wake_time == due) return;  // the live wake-up is still right
-    record.live_sequence = 0;             // supersede it: it becomes stale
-    ++stale_wake_ups_;
-  }
+  if (record.armed && record.wake.time() == due) return;
+  disarm_fluid(index);
   if (due == Time::max()) return;
-  const EventId id = push(due, Priority::kFluid, nullptr, kFluidBit | index);
-  record.live_sequence = id.key().sequence();
-  record.wake_time = due;
+  record.wake = make_key(due, Priority::kFluid);
+  record.armed = true;
+  ++armed_fluids_;
+  if (next_fluid_ == kNoFluid || record.wake < fluids_[next_fluid_].wake) next_fluid_ = index;
+}
+
+void Engine::disarm_fluid(size_t index) {
+  if (!fluids_[index].armed) return;
+  fluids_[index].armed = false;
+  --armed_fluids_;
+  if (next_fluid_ != index) return;
+  // Find the new earliest wake-up: a scan, since models are few.
+  next_fluid_ = kNoFluid;
+  for (size_t i = 0; i < fluids_.size(); ++i) {
+    if (fluids_[i].armed && (next_fluid_ == kNoFluid || fluids_[i].wake < fluids_[next_fluid_].wake)) next_fluid_ = i;
+  }
 }
 
 }  // namespace orrery::des

@@ -17,8 +17,7 @@
 //         It then runs after the running event and after the events of that class already queued
 //         at now(), never "in the past".
 //   Cancellation is lazy: cancel() marks an event; it is discarded when it reaches the queue's top
-//         (until then it occupies a heap entry; so does a superseded fluid wake-up). pending()
-//         excludes both.
+//         (until then it occupies a heap entry). pending() excludes it.
 //   Cost: scheduling and dispatch are O(log4 n) on a flat 4-ary heap of 32-byte entries; a handler
 //         that schedules one successor costs one sift (the successor replaces the dispatched top).
 //         Handler events (EventHandler*) allocate nothing; callable events keep the callable in a
@@ -67,8 +66,8 @@ enum class Priority : uint8_t {
 // Stored packed as (time, order) with order = priority << 56 | sequence, so that comparing order as
 // one unsigned integer is comparing (priority, sequence) lexicographically. The defaulted comparison
 // over the members (time_, then order_) is the event order; this is the only place it is defined.
-// (A single 128-bit integer key was measured slower: its branch-free compares stop the CPU from
-// speculating down the heap, see docs/des.md.)
+// (A single 128-bit integer key with branch-free compares measured slower in the heap; see
+// docs/des.md.)
 class EventKey {
  public:
   static constexpr int kSequenceBits = 56;
@@ -241,8 +240,7 @@ struct RunFinished {
 
 namespace detail {
 
-// One queued event. Callable events and fluid wake-ups have handler == nullptr and carry their
-// side-pool slot or fluid index in tag (see engine.cc).
+// One queued event. Callable events have handler == nullptr and carry their pool slot in tag.
 struct HeapEntry {
   EventKey key;
   EventHandler* handler;
@@ -387,8 +385,10 @@ class Engine {
 
   Time now() const { return now_; }
   // Events scheduled and neither dispatched nor cancelled (fluid wake-ups included).
-  size_t pending() const { return heap_.size() - cancelled_.size() - stale_wake_ups_; }
-  // Events dispatched so far (handler, callable and fluid wake-ups; not cancelled or stale ones).
+  size_t pending() const { return heap_.size() - cancelled_.size() + armed_fluids_; }
+  // Queued entries: pending() plus cancelled events not yet discarded (memory diagnostics, tests).
+  size_t queue_size() const { return heap_.size() + armed_fluids_; }
+  // Events dispatched so far (handler, callable and fluid wake-ups; not cancelled ones).
   uint64_t events_processed() const { return events_processed_; }
   bool running() const { return running_; }
 
@@ -396,7 +396,7 @@ class Engine {
   // Registers a model whose state is current at now(); arms its first wake-up. The model must
   // outlive the engine or be removed first. REQUIRES: not already registered.
   void add_fluid(FluidModel* model);
-  // Unregisters a model; its pending wake-up becomes stale. REQUIRES: registered.
+  // Unregisters a model and drops its wake-up. REQUIRES: registered.
   void remove_fluid(FluidModel* model);
   // Tells the engine that model's next_event_time() may have changed. REQUIRES: registered.
   void notify_fluid_changed(FluidModel* model);
@@ -408,38 +408,43 @@ class Engine {
  private:
   struct FluidRecord {
     FluidModel* model = nullptr;  // nullptr once removed
-    Time wake_time;               // time of the live wake-up
-    uint64_t live_sequence = 0;   // sequence of the live wake-up; 0 when none is armed
+    EventKey wake;                // the wake-up's key, when armed
+    bool armed = false;
   };
+  static constexpr size_t kNoFluid = static_cast<size_t>(-1);
 
   Time after(Time delay) const;
+  EventKey make_key(Time time, Priority priority);
   EventId push(Time time, Priority priority, EventHandler* handler, uint64_t tag);
   StopReason loop(Time limit, bool single);
-  bool is_stale(const detail::HeapEntry& entry) const;
-  void discard(const detail::HeapEntry& entry);
   void dispatch(const detail::HeapEntry& entry);
+  void dispatch_fluid(size_t index, const EventKey& key);
   void advance_time(Time t);
   size_t fluid_index(const FluidModel* model) const;
   void arm_fluid(size_t index);
+  void disarm_fluid(size_t index);
   void finish(StopReason reason);
 
   detail::EventHeap heap_;
   Time now_;
   uint64_t next_sequence_ = 1;  // 0 is reserved for "no event"
-  // The last key taken off the heap (dispatched or discarded) and the last dispatched key. Every
-  // key in the heap is greater than last_popped_ (pops are monotone), which is how cancel() knows
-  // whether an event is still queued.
+  // The last key taken off the queue (heap or fluid wake-ups; dispatched or discarded) and the last
+  // dispatched key. Every queued key is greater than last_popped_ (keys are taken off in increasing
+  // order and every new key is above it), which is how cancel() knows whether an event is queued.
   EventKey last_popped_;  // default: below every real key
   EventKey last_dispatched_;
   // Events with sequence < sequence_floor_ are known not to be queued (the heap was empty).
   uint64_t sequence_floor_ = 1;
   std::unordered_set<uint64_t> cancelled_;  // sequences of cancelled events still in the heap
-  size_t stale_wake_ups_ = 0;               // superseded fluid wake-ups still in the heap
 
   detail::CallbackPool callbacks_;
 
+  // Fluid wake-ups live here, beside the heap: one key per model, re-keyed in place when the due
+  // time moves. next_fluid_ is the armed record with the least key (kNoFluid if none).
   std::vector<FluidRecord> fluids_;
   std::vector<FluidModel*> active_fluids_;  // registration order, for advance_to
+  size_t next_fluid_ = kNoFluid;
+  size_t armed_fluids_ = 0;
   bool in_fluid_advance_ = false;
 
   uint64_t events_processed_ = 0;

@@ -450,8 +450,9 @@ TEST(EngineFluid, ATankDrainsToEmptyAtTheHandDerivedTimeAfterRateChanges) {
   // Tank: 5 units at t=0, draining at 2 units/s. Alone it would run dry at 5/2 = 2.5 s.
   // At t=1 s a handler sees L = 5 - 2*1 = 3 and sets r = 0.5 -> it would run dry at 1 + 3/0.5 = 7 s.
   // At t=2 s a handler sees L = 3 - 0.5*1 = 2.5 and sets r = 0.4 -> dry at 2 + 2.5/0.4 = 8.25 s.
-  // Expected: on_due once, at exactly 8.25 s = 8'250'000'000'000 ps; the wake-ups armed for 2.5 s
-  // and 7 s are stale: not dispatched, not counted, and they do not advance the clock or the tank.
+  // Expected: on_due once, at exactly 8.25 s = 8'250'000'000'000 ps. The wake-ups once armed for
+  // 2.5 s and 7 s were re-keyed: they are not dispatched, not counted, and advance neither the clock
+  // nor the tank.
   Engine engine;
   Tank tank(5.0, 2.0);
   engine.add_fluid(&tank);
@@ -477,10 +478,85 @@ TEST(EngineFluid, ATankDrainsToEmptyAtTheHandDerivedTimeAfterRateChanges) {
   ASSERT_EQ(empties.size(), 1u);
   EXPECT_EQ(empties[0].picoseconds(), int64_t{8'250'000'000'000});
   EXPECT_EQ(engine.now().picoseconds(), int64_t{8'250'000'000'000});
-  // Advanced exactly before each dispatched instant, never at the stale 2.5 s and 7 s.
+  // Advanced exactly before each dispatched instant, never at 2.5 s or 7 s.
   EXPECT_EQ(tank.advances, (std::vector<Time>{Time::seconds(1.0), Time::seconds(2.0), Time::ps(8'250'000'000'000)}));
   EXPECT_EQ(engine.events_processed(), 3u);  // two handlers + one wake-up
   EXPECT_EQ(engine.pending(), 0u);
+}
+
+TEST(EngineFluid, ADueTimeMovedEarlierSupersedesTheQueuedWakeUp) {
+  // Tank: 10 units at 1 unit/s: dry at 10 s. At 1 s: L = 10 - 1 = 9; the rate goes to 3 units/s,
+  // so it runs dry at 1 + 9/3 = 4 s. Expected: on_due once at exactly 4 s; the wake-up armed for
+  // 10 s is gone: the clock never moves past 4 s and it is not counted as an event.
+  Engine engine;
+  Tank tank(10.0, 1.0);
+  engine.add_fluid(&tank);
+  engine.schedule_at(Time::seconds(1.0), [&](Engine& e) { tank.set_rate(e, 3.0); });
+  EXPECT_EQ(engine.pending(), 2u);
+  engine.run_until(Time::seconds(1.0));
+  EXPECT_EQ(engine.pending(), 1u);  // the wake-up, now at 4 s
+  EXPECT_EQ(engine.queue_size(), 1u);  // nothing left behind at 10 s
+  engine.run();
+  EXPECT_EQ(tank.due_calls, 1);
+  EXPECT_EQ(engine.now(), Time::seconds(4.0));
+  EXPECT_EQ(tank.advances, (std::vector<Time>{Time::seconds(1.0), Time::seconds(4.0)}));
+  EXPECT_EQ(engine.events_processed(), 2u);
+  EXPECT_EQ(engine.pending(), 0u);
+}
+
+TEST(EngineFluid, ADueTimeThatMovesOnEveryChangeKeepsOneWakeUpQueued) {
+  // Handlers lower the rate, pushing the due time later each time; the engine re-keys the one
+  // wake-up in place rather than leaving one stale heap entry per change.
+  // Tank: 10 units at 1 unit/s, due at 10 s. Rates are powers of two so every level is exact:
+  //   at 1 s: L = 10 - 1      = 9,     r := 1/2  -> due 1 + 9*2      = 19 s
+  //   at 2 s: L = 9 - 1/2     = 8.5,   r := 1/4  -> due 2 + 8.5*4    = 36 s
+  //   at 3 s: L = 8.5 - 1/4   = 8.25,  r := 1/8  -> due 3 + 8.25*8   = 69 s
+  //   at 4 s: L = 8.25 - 1/8  = 8.125, r := 1/16 -> due 4 + 8.125*16 = 134 s
+  // Expected: on_due once, at exactly 134 s; advances at 1, 2, 3, 4 and 134 s (none at 10, 19, 36
+  // or 69 s); 5 events (4 handlers, 1 wake-up); after 4 s exactly one entry is queued.
+  Engine engine;
+  Tank tank(10.0, 1.0);
+  engine.add_fluid(&tank);
+  for (int k = 1; k <= 4; ++k) {
+    engine.schedule_at(Time::seconds(k), [&tank, k](Engine& e) { tank.set_rate(e, 1.0 / (1 << k)); });
+  }
+  engine.run_until(Time::seconds(4.0));
+  EXPECT_EQ(engine.queue_size(), 1u);
+  EXPECT_EQ(engine.pending(), 1u);
+  std::vector<DispatchEvent> dispatched;
+  engine.on_dispatch().subscribe([&](const DispatchEvent& d) { dispatched.push_back(d); });
+  engine.run();
+  EXPECT_EQ(tank.due_calls, 1);
+  EXPECT_EQ(engine.now(), Time::seconds(134.0));
+  ASSERT_EQ(dispatched.size(), 1u);
+  EXPECT_EQ(dispatched[0].key.time(), Time::seconds(134.0));
+  EXPECT_EQ(tank.advances, (std::vector<Time>{Time::seconds(1.0), Time::seconds(2.0), Time::seconds(3.0),
+                                              Time::seconds(4.0), Time::seconds(134.0)}));
+  EXPECT_EQ(engine.events_processed(), 5u);
+}
+
+TEST(EngineFluid, SeveralModelsWakeInKeyOrder) {
+  // a: 3 units at 1/s (due 3 s); b and c: 2 units at 1/s (due 2 s), registered in that order.
+  // At 1 s a handler sets a's rate to 4/s: L_a = 3 - 1 = 2, due 1 + 2/4 = 1.5 s.
+  // Expected wake order: a at 1.5 s, then b and c at 2 s, b first (armed first: lower sequence).
+  Engine engine;
+  Tank a(3.0, 1.0);
+  Tank b(2.0, 1.0);
+  Tank c(2.0, 1.0);
+  std::vector<std::pair<char, Time>> wakes;
+  a.on_empty.subscribe([&](const Tank::Empty& e) { wakes.emplace_back('a', e.at); });
+  b.on_empty.subscribe([&](const Tank::Empty& e) { wakes.emplace_back('b', e.at); });
+  c.on_empty.subscribe([&](const Tank::Empty& e) { wakes.emplace_back('c', e.at); });
+  engine.add_fluid(&a);
+  engine.add_fluid(&b);
+  engine.add_fluid(&c);
+  engine.schedule_at(Time::seconds(1.0), [&](Engine& e) { a.set_rate(e, 4.0); });
+  EXPECT_EQ(engine.pending(), 4u);
+  engine.run();
+  const std::vector<std::pair<char, Time>> expected{
+      {'a', Time::ms(1500)}, {'b', Time::seconds(2.0)}, {'c', Time::seconds(2.0)}};
+  EXPECT_EQ(wakes, expected);
+  EXPECT_EQ(engine.events_processed(), 4u);
 }
 
 TEST(EngineFluid, NotifyingWithAnUnchangedDueTimeKeepsTheSameWakeUp) {

@@ -11,18 +11,22 @@
 //     1. Advance before dispatch. Before the engine dispatches any event at a time t later than the
 //        last instant it advanced to, it calls advance_to(t) on every registered model, in
 //        registration order. Handlers therefore always see state that is current at now(). The
-//        engine also advances the models when run_until(t) moves now() to t. Events that are
-//        skipped (cancelled, stale) do not advance time.
+//        engine also advances the models when run_until(t) moves now() to t. Cancelled events do
+//        not advance time.
 //     2. Notify on change. A handler that changes a model's rates (adds a flow, changes a rate)
 //        calls engine.notify_fluid_changed(&model) afterwards. The engine asks next_event_time()
-//        and keeps exactly one live wake-up for the model at that time; earlier wake-ups become
-//        stale (they are skipped when they come up, are not dispatched, and are not counted).
-//     3. Due. At the wake-up time t the engine calls on_due(engine, t); the model has already been
-//        advanced to t. on_due handles what is due (completes flows, emits signals, schedules
-//        follow-up events, recomputes rates). After on_due returns the engine asks
-//        next_event_time() again and re-arms the wake-up, so on_due need not notify.
+//        and keeps exactly one wake-up for the model, at that time. The wake-up is held beside the
+//        event heap and re-keyed in place, so a due time that moves often (a network gaining and
+//        losing flows) leaves nothing stale behind. An unchanged due time keeps the wake-up's key;
+//        a changed one gets a fresh sequence number, as if scheduled at that moment.
+//     3. Due. At t == next_event_time() the engine calls on_due(engine, t), and only then; the
+//        model has already been advanced to t. on_due handles what is due (completes flows, emits
+//        signals, schedules follow-up events, recomputes rates). After on_due returns the engine
+//        asks next_event_time() again and re-arms the wake-up, so on_due need not notify.
 //   Wake-ups run in the Priority::kFluid class: at equal time they precede network, default and
 //   observer events, so those see the state after everything due at that instant has been settled.
+//   (A wake-up armed at now() from a later-class handler takes that handler's class; see the
+//   causality rule in des/engine.h.)
 //   Assumptions: rates are constant between engine instants; a model's event times are exact
 //   picosecond instants that the model computes (rounding is the model's choice and should be
 //   documented on the model's card).
@@ -38,7 +42,8 @@ class FluidModel {
  public:
   virtual ~FluidModel() = default;
 
-  // The earliest time at which the model needs on_due(), or Time::max() if none is foreseen.
+  // The earliest time at which the model needs on_due(), or Time::max() if none is foreseen: a
+  // prediction from the state at the last advance_to() and the current rates.
   // REQUIRES (model): the result is >= the time of the last advance_to(). Must not change state.
   virtual Time next_event_time() const = 0;
 

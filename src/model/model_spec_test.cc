@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "model/test_models.h"
+
 #include <string>
 
 namespace orrery::model {
@@ -10,17 +12,7 @@ namespace {
 // Llama-2-7B: 32 layers, h = 4096, 32 heads (MHA), ffn 11008, vocab 32000, untied, RMSNorm.
 ModelSpec llama2_7b() { return ModelSpec::llama(GenericArch{32, 4096, 32, 32, 11008, 32000, 4096}, "llama2-7b"); }
 
-// Mixtral-8x7B (mistralai/Mixtral-8x7B-v0.1 config.json): h 4096, 32 layers, 32 heads, 8 kv heads,
-// 8 experts of ffn 14336, top-2, vocab 32000, untied.
-ModelSpec mixtral_8x7b() {
-  ModelSpec s = ModelSpec::llama(GenericArch{32, 4096, 32, 8, 14336, 32000, 32768}, "mixtral-8x7b");
-  s.family = Family::kMixtral;
-  s.moe.num_experts = 8;
-  s.moe.top_k = 2;
-  s.moe.expert_ffn = 14336;
-  s.validate();
-  return s;
-}
+using testing::mixtral_8x7b;
 
 // DeepSeek-V3 (deepseek-ai/DeepSeek-V3 config.json): h 7168, 61 layers (first 3 dense, ffn 18432),
 // 128 heads, MLA q_lora 1536, kv_lora 512, nope 128, rope 64, v 128; 256 routed experts of 2048,

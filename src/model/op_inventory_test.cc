@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "model/test_models.h"
+
 #include <string>
 
 namespace orrery::model {
@@ -27,16 +29,7 @@ bool has_op(const std::vector<Op>& ops, const std::string& name) {
 // head dim 128, ffn 14336, vocab 128256, untied.
 ModelSpec llama3_8b() { return ModelSpec::llama(GenericArch{32, 4096, 32, 8, 14336, 128256, 8192}, "llama3-8b"); }
 
-// Mixtral-8x7B: Llama-style attention (32 heads, 8 kv heads), 8 experts of 14336, top-2, vocab 32000.
-ModelSpec mixtral_8x7b() {
-  ModelSpec s = ModelSpec::llama(GenericArch{32, 4096, 32, 8, 14336, 32000, 32768}, "mixtral-8x7b");
-  s.family = Family::kMixtral;
-  s.moe.num_experts = 8;
-  s.moe.top_k = 2;
-  s.moe.expert_ffn = 14336;
-  s.validate();
-  return s;
-}
+using testing::mixtral_8x7b;
 
 // GPT-3 175B as in Korthikanti et al. Table 3 / training.csv row C2: 96 layers, h 12288, a 96,
 // ffn 4h, vocab 51200, s 2048.
