@@ -80,5 +80,25 @@ if ls "$tmp/d1" | grep -q '\.tmp\.'; then echo "FAIL demo-left-temporary"; fail=
 if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["seed"] is not None and "config" in d and d["orrery_version"]' "$tmp/d1/demo.json"; then
   pass=$((pass+1)); else echo "FAIL demo-json-provenance"; fail=$((fail+1)); fi
 
+# Network commands.
+expect net-help 0 "--two-level" -- net collective --help
+expect net-ring 0 "all-reduce +ring +flow +16" -- net collective --two-level 2x8 --algo ring --size 16MiB
+expect net-ab 0 "alpha-beta" -- net collective --two-level 2x8 --model alpha-beta
+expect net-cluster 0 "all-gather" -- net collective --cluster dgx-h100:2 --op all-gather --size 1MiB
+expect net-sweep 0 "busbw" -- net sweep --two-level 2x4 --min-size 1KiB --max-size 1MiB --factor 4
+expect net-too-many-ranks 2 "--ranks: the topology holds 16 GPUs; 64 ranks do not fit" -- net collective --two-level 2x8 --ranks 64
+expect net-bad-algo 2 "unknown algorithm 'rign'; did you mean 'ring'" -- net collective --two-level 2x8 --algo rign
+expect net-bad-op 2 "unknown collective 'allreduc'" -- net collective --two-level 2x8 --op allreduc
+expect net-op-algo 2 "all-to-all has no 'ring' algorithm" -- net collective --two-level 2x8 --op all-to-all --algo ring
+expect net-zero-bw 2 "--scaleup-bw: must be positive" -- net collective --two-level 2x8 --scaleup-bw "0 GB/s"
+expect net-bad-unit 2 "--network-bw: unknown unit" -- net collective --two-level 2x8 --network-bw "50 GB/sec"
+expect net-no-topology 2 "give exactly one of" -- net collective --op all-reduce
+expect net-bad-node 2 "unknown node 'dgx-h10'; did you mean 'dgx-h100'" -- net collective --cluster dgx-h10:2
+expect net-bad-model 2 "unknown model 'packet'" -- net collective --two-level 2x8 --model packet
+printf 'gpu g0\ngpu g1\nswitch s0\nlink g0 s0 bw=100GB/s lat=1us duplex\n' > "$tmp/disc.topo"
+expect net-disconnected 2 "disconnected" -- net collective --topology "$tmp/disc.topo"
+if "$bin" net collective --two-level 2x4 --size 1MiB --json --trace "$tmp/t.json" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["result"]["time_s"]>0 and d["result"]["busbw_bytes_per_s"]>0' && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"])>0' "$tmp/t.json"; then
+  pass=$((pass+1)); else echo "FAIL net-json-trace"; fail=$((fail+1)); fi
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

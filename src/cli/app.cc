@@ -68,6 +68,7 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
   std::vector<std::pair<CLI::App*, Action>> actions;
   register_catalog_commands(app, actions);
+  register_net_commands(app, actions);
   register_demo_command(app, actions);
   for (auto& [sub, action] : actions) sub->fallthrough();
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();

@@ -43,6 +43,7 @@ using Action = std::function<void(Context&)>;
 
 // Registration functions, one per command family.
 void register_catalog_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_net_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_demo_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 
 // Runs orrery with argv; returns the exit code. Never calls exit().

@@ -1,0 +1,332 @@
+// `orrery net collective` and `orrery net sweep`: the time, algbw and busbw (nccl-tests conventions) of
+// a collective on a cluster or topology, at flow level or with the alpha-beta model.
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli/app.h"
+#include "cli/output.h"
+#include "coll/alpha_beta.h"
+#include "coll/executor.h"
+#include "coll/topology_paths.h"
+#include "core/progress.h"
+#include "core/strings.h"
+#include "core/unit_parse.h"
+#include "io/atomic_file.h"
+#include "net/topology_builders.h"
+
+namespace orrery::cli {
+namespace {
+
+using io::Json;
+
+struct NetArgs {
+  std::string cluster;    // NODE:COUNT
+  std::string topology;   // edge-list file
+  std::string two_level;  // MACHINESxGPUS
+  std::string scaleup_bw = "400 GB/s";
+  std::string scaleup_latency = "936 ns";
+  std::string network_bw = "50 GB/s";
+  std::string network_latency = "2 us";
+  int tiers = 2;
+  double oversubscription = 1.0;
+  bool no_rail_optimized = false;
+  std::string op = "all-reduce";
+  std::string size = "64 MiB";
+  int64_t ranks = 0;
+  std::string algo = "auto";
+  std::string model = "flow";
+  int channels = 0;
+  std::string chunk = "512 KiB";
+  std::string trace;
+  int64_t trace_limit = 200000;
+  // sweep
+  std::string min_size = "1 KiB";
+  std::string max_size = "1 GiB";
+  int factor = 2;
+};
+
+const Where kCl{"<command line>", 0, ""};
+
+std::pair<std::string, int64_t> split_count(const std::string& s, char sep, const std::string& flag) {
+  const size_t pos = s.rfind(sep);
+  if (pos == std::string::npos || pos == 0 || pos + 1 == s.size()) {
+    throw InputError(kCl.with_key(flag), fmt::format("expected NAME{}COUNT, got '{}'", sep, s));
+  }
+  const std::string count = s.substr(pos + 1);
+  char* end = nullptr;
+  const long long v = std::strtoll(count.c_str(), &end, 10);
+  if (*end != '\0' || v < 1) {
+    throw InputError(kCl.with_key(flag), fmt::format("expected a positive count after '{}', got '{}'", sep, count));
+  }
+  return {s.substr(0, pos), v};
+}
+
+net::Topology build_topology(Context& ctx, const NetArgs& a) {
+  const int given = !a.cluster.empty() + !a.topology.empty() + !a.two_level.empty();
+  if (given != 1) {
+    throw InputError(kCl.with_key("--cluster"),
+                     "give exactly one of --cluster NODE:COUNT, --topology FILE or --two-level MACHINESxGPUS");
+  }
+  if (!a.topology.empty()) return net::read_edge_list(a.topology);
+  if (!a.two_level.empty()) {
+    const auto [machines, gpus] = split_count(a.two_level, 'x', "--two-level");
+    char* end = nullptr;
+    const long long m = std::strtoll(machines.c_str(), &end, 10);
+    if (*end != '\0' || m < 1) throw InputError(kCl.with_key("--two-level"), "expected MACHINESxGPUS, e.g. 512x8");
+    net::TwoLevelSpec s;
+    s.machines = static_cast<int32_t>(m);
+    s.gpus_per_machine = static_cast<int32_t>(gpus);
+    s.scaleup_bandwidth = parse_bandwidth_positive(a.scaleup_bw, kCl.with_key("--scaleup-bw"));
+    s.scaleup_latency = parse_time(a.scaleup_latency, kCl.with_key("--scaleup-latency"));
+    s.network_bandwidth = parse_bandwidth_positive(a.network_bw, kCl.with_key("--network-bw"));
+    s.network_latency = parse_time(a.network_latency, kCl.with_key("--network-latency"));
+    return net::two_level(s, kCl.with_key("--two-level"));
+  }
+  const auto [node_name, count] = split_count(a.cluster, ':', "--cluster");
+  const io::Catalog& c = ctx.catalog();
+  const hw::NodeSpec& node = c.hw.get_node(node_name, kCl.with_key("--cluster"));
+  const hw::GpuSpec& gpu = c.hw.get_gpu(node.gpu, Where{node.origin, 0, "nodes." + node.name + ".gpu"});
+  net::FabricOptions f;
+  f.tiers = a.tiers;
+  f.oversubscription = a.oversubscription;
+  f.rail_optimized = !a.no_rail_optimized;
+  return net::from_catalog(node, gpu, static_cast<int32_t>(count), f, kCl.with_key("--cluster"));
+}
+
+enum class Model { kFlow, kAlphaBeta };
+
+Model parse_model(const std::string& m) {
+  if (m == "flow") return Model::kFlow;
+  if (m == "alpha-beta" || m == "analytic") return Model::kAlphaBeta;
+  throw InputError(kCl.with_key("--model"), "unknown model '" + m + "'", suggest(m, {"flow", "alpha-beta"}));
+}
+
+struct Outcome {
+  coll::Algorithm algo;
+  Time time;
+  coll::ExecutionStats stats;  // flow model only
+  double wall_s = 0;
+};
+
+struct Setup {
+  explicit Setup(net::Topology t) : topo(std::move(t)) {}
+  net::Topology topo;
+  int32_t ranks = 0;
+  coll::Op op = coll::Op::kAllReduce;
+  coll::Algorithm algo = coll::Algorithm::kAuto;
+  Model model = Model::kFlow;
+  coll::ProgramOptions options;
+  coll::AlphaBetaParams ab;
+};
+
+Setup make_setup(Context& ctx, const NetArgs& a) {
+  Setup s(build_topology(ctx, a));
+  s.op = coll::parse_op(a.op, kCl.with_key("--op"));
+  s.algo = coll::parse_algorithm(a.algo, kCl.with_key("--algo"));
+  s.model = parse_model(a.model);
+  const int32_t gpus = s.topo.num_gpus();
+  if (a.ranks < 0) throw InputError(kCl.with_key("--ranks"), "must be positive");
+  if (a.ranks > gpus) {
+    throw InputError(kCl.with_key("--ranks"),
+                     fmt::format("the topology holds {} GPUs; {} ranks do not fit", gpus, a.ranks));
+  }
+  s.ranks = a.ranks == 0 ? gpus : static_cast<int32_t>(a.ranks);
+  if (s.ranks < 2 && s.op != coll::Op::kSendRecv) {
+    throw InputError(kCl.with_key("--ranks"), "a collective needs at least 2 ranks");
+  }
+  if (s.algo != coll::Algorithm::kAuto) {
+    const auto valid = coll::algorithms_for(s.op);
+    if (std::find(valid.begin(), valid.end(), s.algo) == valid.end()) {
+      std::vector<std::string> names;
+      for (coll::Algorithm v : valid) names.emplace_back(coll::algorithm_name(v));
+      throw InputError(kCl.with_key("--algo"),
+                       fmt::format("{} has no '{}' algorithm", coll::op_name(s.op), coll::algorithm_name(s.algo)),
+                       "valid: " + fmt::format("{}", fmt::join(names, ", ")));
+    }
+  }
+  const int32_t g = s.topo.gpus_per_machine() > 0 ? s.topo.gpus_per_machine() : s.ranks;
+  s.options.ranks_per_node = s.ranks % g == 0 ? g : s.ranks;
+  s.options.channels = a.channels > 0 ? a.channels : std::min(g, 16);
+  if (a.channels < 0) throw InputError(kCl.with_key("--channels"), "must be positive");
+  s.options.chunk = parse_bytes_positive(a.chunk, kCl.with_key("--chunk"));
+  s.ab = coll::alpha_beta_params(s.topo, s.ranks);
+  s.ab.inter_parallel = std::min<int64_t>(s.options.channels, g);
+  return s;
+}
+
+Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observer = {}) {
+  Outcome o;
+  o.algo = s.algo == coll::Algorithm::kAuto ? coll::choose_algorithm(s.op, size, s.ab) : s.algo;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (s.model == Model::kAlphaBeta) {
+    o.time = coll::alpha_beta_time(s.op, o.algo, size, s.ab);
+  } else {
+    coll::TopologyPaths paths(s.topo);
+    des::Engine engine;
+    net::FlowNetwork network(engine, paths.capacities());
+    auto program = coll::make_program(s.op, o.algo, s.ranks, size, s.options);
+    o.stats = coll::execute(*program, engine, network, paths, observer);
+    o.time = o.stats.time;
+  }
+  o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
+Json config_json(const NetArgs& a, const Setup& s) {
+  return Json{{"topology", s.topo.description},
+              {"gpus", s.topo.num_gpus()},
+              {"ranks", s.ranks},
+              {"op", std::string(coll::op_name(s.op))},
+              {"algo", a.algo},
+              {"model", a.model},
+              {"channels", s.options.channels},
+              {"chunk_bytes", s.options.chunk.count()},
+              {"max_outstanding", s.options.max_outstanding},
+              {"ranks_per_node", s.options.ranks_per_node}};
+}
+
+std::string gbps(Bandwidth b) { return fmt::format("{:.2f}", b.bytes_per_second() / 1e9); }
+
+void run_collective(Context& ctx, const NetArgs& a) {
+  const Setup s = make_setup(ctx, a);
+  const Bytes size = parse_bytes(a.size, kCl.with_key("--size"));
+  Json trace = Json::array();
+  int64_t traced = 0;
+  bool truncated = false;
+  coll::MessageObserver observer;
+  if (!a.trace.empty()) {
+    observer = [&](const coll::MessageRecord& m) {
+      if (traced >= a.trace_limit) {
+        truncated = true;
+        return;
+      }
+      ++traced;
+      trace.push_back(Json{{"name", fmt::format("{}->{}", m.src, m.dst)},
+                           {"cat", "flow"},
+                           {"ph", "X"},
+                           {"ts", m.start.to_us()},
+                           {"dur", (m.finish - m.start).to_us()},
+                           {"pid", 0},
+                           {"tid", m.src},
+                           {"args", {{"bytes", m.size.count()}, {"dst", m.dst}, {"id", m.id}}}});
+    };
+  }
+  const Outcome o = run_one(s, size, observer);
+  const coll::Bandwidths bw = coll::nccl_bandwidths(s.op, size, s.ranks, o.time);
+  if (!a.trace.empty()) {
+    Json doc{{"traceEvents", trace}, {"displayTimeUnit", "ns"},
+             {"otherData", {{"orrery_version", ORRERY_VERSION}, {"truncated", truncated}}}};
+    io::write_file_atomic(a.trace, doc.dump() + "\n");
+  }
+  if (ctx.global.json) {
+    Json j = envelope("net collective");
+    j["config"] = config_json(a, s);
+    j["result"] = {{"algo", std::string(coll::algorithm_name(o.algo))},
+                   {"size_bytes", size.count()},
+                   {"time_s", o.time.to_seconds()},
+                   {"algbw_bytes_per_s", bw.algbw.bytes_per_second()},
+                   {"busbw_bytes_per_s", bw.busbw.bytes_per_second()},
+                   {"flows", o.stats.messages},
+                   {"events", o.stats.events},
+                   {"solves", o.stats.solves},
+                   {"peak_flows", o.stats.peak_flows},
+                   {"trace", a.trace.empty() ? Json(nullptr) : Json(a.trace)},
+                   {"trace_truncated", truncated}};
+    ctx.out << io::dump_json(j);
+    return;
+  }
+  Table t({"op", "algo", "model", "ranks", "size", "time", "algbw GB/s", "busbw GB/s"}, s.topo.description);
+  t.add_row({std::string(coll::op_name(s.op)), std::string(coll::algorithm_name(o.algo)), a.model,
+             std::to_string(s.ranks), format_bytes(size), format_time(o.time), gbps(bw.algbw), gbps(bw.busbw)});
+  ctx.out << t.render();
+  if (s.model == Model::kFlow) {
+    ctx.out << fmt::format("{} flows, {} events, {} max-min solves, peak {} flows in flight; simulated in {:.3f} s\n",
+                           o.stats.messages, o.stats.events, o.stats.solves, o.stats.peak_flows, o.wall_s);
+  }
+  if (truncated) ctx.out << fmt::format("trace: first {} flows written to {}\n", a.trace_limit, a.trace);
+}
+
+void run_sweep(Context& ctx, const NetArgs& a) {
+  const Setup s = make_setup(ctx, a);
+  const Bytes lo = parse_bytes_positive(a.min_size, kCl.with_key("--min-size"));
+  const Bytes hi = parse_bytes_positive(a.max_size, kCl.with_key("--max-size"));
+  if (hi < lo) throw InputError(kCl.with_key("--max-size"), "must not be below --min-size");
+  if (a.factor < 2) throw InputError(kCl.with_key("--factor"), "must be at least 2");
+  std::vector<Bytes> sizes;
+  for (Bytes b = lo; b <= hi; b = b * a.factor) sizes.push_back(b);
+  ProgressBar bar("net sweep", sizes.size(), ProgressOptions{ctx.global.quiet});
+  Table t({"size", "algo", "time us", "algbw GB/s", "busbw GB/s"},
+          fmt::format("{} over {} ranks, {} model; {}", coll::op_name(s.op), s.ranks, a.model, s.topo.description));
+  Json rows = Json::array();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const Outcome o = run_one(s, sizes[i]);
+    const coll::Bandwidths bw = coll::nccl_bandwidths(s.op, sizes[i], s.ranks, o.time);
+    t.add_row({std::to_string(sizes[i].count()), std::string(coll::algorithm_name(o.algo)),
+               fmt::format("{:.2f}", o.time.to_us()), gbps(bw.algbw), gbps(bw.busbw)});
+    rows.push_back(Json{{"size_bytes", sizes[i].count()},
+                        {"algo", std::string(coll::algorithm_name(o.algo))},
+                        {"time_s", o.time.to_seconds()},
+                        {"algbw_bytes_per_s", bw.algbw.bytes_per_second()},
+                        {"busbw_bytes_per_s", bw.busbw.bytes_per_second()}});
+    bar.update(i + 1);
+  }
+  bar.finish();
+  if (ctx.global.json) {
+    Json j = envelope("net sweep");
+    j["config"] = config_json(a, s);
+    j["results"] = rows;
+    ctx.out << io::dump_json(j);
+    return;
+  }
+  ctx.out << t.render();
+}
+
+void add_common(CLI::App* cmd, NetArgs& a) {
+  cmd->add_option("--cluster", a.cluster, "catalog node and machine count, e.g. dgx-h100:16")->type_name("NODE:COUNT");
+  cmd->add_option("--topology", a.topology, "topology edge-list file (docs/topology.md)")->type_name("FILE");
+  cmd->add_option("--two-level", a.two_level,
+                  "the 2-level reference topology of collectives.md: MACHINESxGPUS, NVSwitch inside, one NIC per GPU "
+                  "into a non-blocking switch")
+      ->type_name("MxG");
+  cmd->add_option("--scaleup-bw", a.scaleup_bw, "--two-level: per-GPU scale-up bandwidth")->capture_default_str();
+  cmd->add_option("--scaleup-latency", a.scaleup_latency, "--two-level: GPU-GPU latency in a machine")->capture_default_str();
+  cmd->add_option("--network-bw", a.network_bw, "--two-level: per-GPU network bandwidth")->capture_default_str();
+  cmd->add_option("--network-latency", a.network_latency, "--two-level: GPU-GPU latency across machines")->capture_default_str();
+  cmd->add_option("--tiers", a.tiers, "--cluster: fat-tree tiers (2 or 3)")->capture_default_str();
+  cmd->add_option("--oversubscription", a.oversubscription, "--cluster: leaf downlink:uplink ratio")->capture_default_str();
+  cmd->add_flag("--no-rail-optimized", a.no_rail_optimized, "--cluster: plain fat tree instead of rail-optimized");
+  cmd->add_option("--op", a.op, "all-reduce | all-gather | reduce-scatter | all-to-all | broadcast | reduce | send-recv")
+      ->capture_default_str();
+  cmd->add_option("--ranks", a.ranks, "ranks (first N GPUs; default: all GPUs of the topology)");
+  cmd->add_option("--algo", a.algo, "auto | ring | tree | halving-doubling | hier | direct")->capture_default_str();
+  cmd->add_option("--model", a.model, "flow (flow-level max-min simulation) | alpha-beta (closed form)")
+      ->capture_default_str();
+  cmd->add_option("--channels", a.channels, "parallel rings (default: GPUs per machine, at most 16)");
+  cmd->add_option("--chunk", a.chunk, "pipelining chunk size")->capture_default_str();
+}
+
+}  // namespace
+
+void register_net_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  CLI::App* net = app.add_subcommand("net", "network and collectives: time, algbw and busbw of collectives");
+  net->require_subcommand(1);
+  auto a = std::make_shared<NetArgs>();
+  CLI::App* coll_cmd = net->add_subcommand("collective", "time one collective (nccl-tests conventions)");
+  add_common(coll_cmd, *a);
+  coll_cmd->add_option("--size", a->size, "buffer size per rank as nccl-tests counts it")->capture_default_str();
+  coll_cmd->add_option("--trace", a->trace, "write a Chrome/Perfetto trace of the flows")->type_name("FILE");
+  coll_cmd->add_option("--trace-limit", a->trace_limit, "most flows written to the trace")->capture_default_str();
+  actions.emplace_back(coll_cmd, [a](Context& ctx) { run_collective(ctx, *a); });
+
+  auto b = std::make_shared<NetArgs>();
+  CLI::App* sweep = net->add_subcommand("sweep", "busbw versus message size, like nccl-tests");
+  add_common(sweep, *b);
+  sweep->add_option("--min-size", b->min_size, "smallest size (-b in nccl-tests)")->capture_default_str();
+  sweep->add_option("--max-size", b->max_size, "largest size (-e)")->capture_default_str();
+  sweep->add_option("--factor", b->factor, "size multiplier between rows (-f)")->capture_default_str();
+  actions.emplace_back(sweep, [b](Context& ctx) { run_sweep(ctx, *b); });
+}
+
+}  // namespace orrery::cli

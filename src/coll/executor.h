@@ -1,0 +1,70 @@
+// Runs a collective flow program (coll/program.h) over the flow-level network (net/flow_network.h):
+// each message becomes a flow along the path the PathProvider gives; its completion tells the sender
+// (send done) and the receiver (message arrived), which issue what their state machines allow next.
+// The collective's time is the instant its last message arrives.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "coll/program.h"
+#include "des/engine.h"
+#include "net/flow_network.h"
+
+namespace orrery::coll {
+
+// Resolves a rank-to-rank transfer to links of the flow network.
+class PathProvider {
+ public:
+  virtual ~PathProvider() = default;
+  // Replaces `out` with the path from src to dst (empty when src == dst) and returns its latency.
+  // flow_key selects among equal-cost paths (ECMP).
+  virtual Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) = 0;
+  // The capacities of the links the paths refer to, for building the FlowNetwork.
+  virtual std::vector<Bandwidth> capacities() const = 0;
+};
+
+// n ranks behind one non-blocking switch: rank r owns egress link r and ingress link n + r, each of
+// `bandwidth`; every transfer crosses its source's egress and its destination's ingress and pays
+// `latency`. The textbook setting of the alpha-beta formulas, used by tests and as a simple fabric.
+class SwitchPaths final : public PathProvider {
+ public:
+  SwitchPaths(int32_t n, Bandwidth bandwidth, Time latency) : n_(n), bandwidth_(bandwidth), latency_(latency) {}
+  Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override;
+  std::vector<Bandwidth> capacities() const override;
+
+ private:
+  int32_t n_;
+  Bandwidth bandwidth_;
+  Time latency_;
+};
+
+struct ExecutionStats {
+  Time time;                // from start to the last arrival
+  uint64_t messages = 0;    // flows started
+  Bytes bytes;              // bytes moved
+  uint64_t events = 0;      // engine events processed
+  uint64_t solves = 0;      // max-min re-solves
+  size_t peak_flows = 0;    // most flows in flight at once
+};
+
+// One delivered message, for traces.
+struct MessageRecord {
+  int32_t src;
+  int32_t dst;
+  uint64_t id;
+  Bytes size;
+  Time start;   // when the sender issued it
+  Time finish;  // when its last byte arrived
+};
+using MessageObserver = std::function<void(const MessageRecord&)>;
+
+// Runs `program` from engine.now() until it has no messages in flight. `net` must have been built from
+// `paths.capacities()`. Deterministic: same inputs give the same result bit for bit. `observer`, when
+// set, sees every delivered message in delivery order.
+ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
+                       const MessageObserver& observer = {});
+
+}  // namespace orrery::coll

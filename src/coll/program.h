@@ -1,0 +1,54 @@
+// Collectives as flow programs: each rank's part of a collective is a small state machine that issues
+// point-to-point messages when its dependencies are met; the executor (coll/executor.h) turns messages
+// into flows of the flow-level network, so overlap, pipelining and contention come out of the run.
+//
+// The interface is per rank and message ids are rank-relative ("step 3, chunk 1", never "rank 17's
+// step 3"), so that a symmetric execution can simulate only representative ranks and translate the
+// others' messages to them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "coll/collective.h"
+#include "core/units.h"
+
+namespace orrery::coll {
+
+// Where a program's messages go.
+class Issuer {
+ public:
+  virtual ~Issuer() = default;
+  virtual void send(int32_t src, int32_t dst, Bytes size, uint64_t id) = 0;
+};
+
+class Program {
+ public:
+  virtual ~Program() = default;
+  virtual int32_t ranks() const = 0;
+  // Issues rank's first messages.
+  virtual void start(int32_t rank, Issuer& out) = 0;
+  // rank's message `id` to `dst` has been delivered (rank's send buffer is free).
+  virtual void on_send_done(int32_t rank, int32_t dst, uint64_t id, Issuer& out) = 0;
+  // Message `id` from `src` has fully arrived at rank.
+  virtual void on_receive(int32_t rank, int32_t src, uint64_t id, Issuer& out) = 0;
+  // Number of messages each rank sends in total (for checks and progress).
+  virtual uint64_t messages_per_rank() const = 0;
+};
+
+struct ProgramOptions {
+  int32_t channels = 1;           // parallel rings (NCCL channels); each carries size/channels
+  Bytes chunk = Bytes::KiB(512);  // pipelining granularity (NCCL: buffer 4 MiB / 8 steps)
+  int32_t max_outstanding = 8;    // ring messages in flight per connection (NCCL_STEPS slots); chains
+                                  // and trees keep one in flight per connection
+  int32_t root = 0;               // broadcast / reduce / send-recv source
+  int32_t peer = 1;               // send-recv destination
+  int32_t ranks_per_node = 0;     // hierarchical: group size g (0: the whole job is one node)
+};
+
+// Builds the program of `op` with `algo` (not kAuto) over n ranks and nccl-tests buffer size `size`.
+// Throws InputError when the algorithm does not implement the op or n/options are invalid.
+std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes size, const ProgramOptions& options);
+
+}  // namespace orrery::coll

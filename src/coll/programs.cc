@@ -1,0 +1,532 @@
+// The flow programs of coll/program.h. Each program is a per-rank state machine; see the comment on
+// each class for its message order and dependencies.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "coll/program.h"
+#include "core/assert.h"
+
+namespace orrery::coll {
+namespace {
+
+int64_t chunks_for(Bytes block, Bytes chunk) {
+  if (block.count() <= 0) return 1;
+  return std::max<int64_t>(1, (block.count() + chunk.count() - 1) / chunk.count());
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Phased rings. A phase partitions the ranks into groups, each a ring; every rank performs `steps`
+// ring steps per phase, each step moving one block, split into `chunks` pipelined messages, to its
+// successor. Message m = (step s, chunk j) of channel c may leave a rank when
+//   - the rank has finished every earlier phase,
+//   - fewer than max_outstanding of its messages on (phase, c) are in flight (NCCL_STEPS slots), and
+//   - s == 0, or message (s-1, j) of (phase, c) has arrived from its predecessor.
+// Ring all-reduce = one phase of 2(n-1) steps (reduce-scatter then all-gather); all-gather and
+// reduce-scatter = n-1 steps. Hierarchical all-reduce = intra-node reduce-scatter, inter-node
+// all-reduce of S/g among ranks of equal local index (one ring per rail), intra-node all-gather
+// (Thakur et al. 2005; NCCL's "ring" across nodes with rails, and its CollNet-style hierarchy).
+enum class RingKind {
+  kFlat,   // one ring over all n ranks; channel c visits each node's ranks as c, c+1, ... (mod g) and
+           // leaves the node from local rank c-1 to the next node's local rank c, so channels cross
+           // node boundaries through different GPUs (and NICs)
+  kIntra,  // one ring per node over its g ranks
+  kRail,   // one ring per local index over the m nodes (rail-aligned)
+};
+struct Phase {
+  RingKind kind = RingKind::kFlat;
+  int64_t steps = 0;
+  Bytes block;             // bytes per step per channel
+  int64_t chunks = 1;
+};
+
+class PhasedRing final : public Program {
+ public:
+  PhasedRing(int32_t n, int32_t g, int32_t channels, Bytes chunk, int32_t max_outstanding, std::vector<Phase> phases)
+      : n_(n), g_(g), channels_(channels), max_outstanding_(static_cast<uint32_t>(max_outstanding)), phases_(std::move(phases)) {
+    for (Phase& p : phases_) p.chunks = chunks_for(p.block, chunk);
+    const size_t cells = static_cast<size_t>(n_) * phases_.size() * static_cast<size_t>(channels_);
+    sent_.assign(cells, 0);
+    recv_.assign(cells, 0);
+    phase_of_.assign(static_cast<size_t>(n_), 0);
+    for (const Phase& p : phases_) per_rank_ += static_cast<uint64_t>(p.steps * p.chunks * channels_);
+  }
+
+  int32_t ranks() const override { return n_; }
+  uint64_t messages_per_rank() const override { return per_rank_; }
+
+  void start(int32_t rank, Issuer& out) override { advance(rank, out); }
+
+  void on_send_done(int32_t rank, int32_t /*dst*/, uint64_t id, Issuer& out) override {
+    const auto [phase, channel] = decode(id);
+    ++sent_[cell(rank, phase, channel)];
+    advance(rank, out);
+  }
+
+  void on_receive(int32_t rank, int32_t /*src*/, uint64_t id, Issuer& out) override {
+    const auto [phase, channel] = decode(id);
+    ++recv_[cell(rank, phase, channel)];
+    advance(rank, out);
+  }
+
+ private:
+  // id = ((phase * channels + channel) << 40) | (step * chunks + chunk)
+  static constexpr int kIndexBits = 40;
+  std::pair<size_t, int32_t> decode(uint64_t id) const {
+    const uint64_t pc = id >> kIndexBits;
+    return {static_cast<size_t>(pc / static_cast<uint64_t>(channels_)), static_cast<int32_t>(pc % static_cast<uint64_t>(channels_))};
+  }
+  size_t cell(int32_t rank, size_t phase, int32_t channel) const {
+    return (static_cast<size_t>(rank) * phases_.size() + phase) * static_cast<size_t>(channels_) + static_cast<size_t>(channel);
+  }
+
+  // The successor of `rank` in its ring of `phase` on `channel` (see RingKind).
+  int32_t ring_successor(int32_t rank, size_t phase, int32_t channel) const {
+    const int32_t node = rank / g_;
+    const int32_t local = rank % g_;
+    const int32_t nodes = n_ / g_;
+    switch (phases_[phase].kind) {
+      case RingKind::kFlat: {
+        if (nodes == 1) return (rank + 1) % n_;
+        const int32_t c = channel % g_;
+        const int32_t last = (c + g_ - 1) % g_;
+        if (local == last) return ((node + 1) % nodes) * g_ + c;
+        return node * g_ + (local + 1) % g_;
+      }
+      case RingKind::kIntra: return node * g_ + (local + 1) % g_;
+      case RingKind::kRail: return ((node + 1) % nodes) * g_ + local;
+    }
+    return rank;
+  }
+
+  bool phase_complete(int32_t rank, size_t phase) const {
+    const Phase& p = phases_[phase];
+    const uint32_t total = static_cast<uint32_t>(p.steps * p.chunks);
+    for (int32_t c = 0; c < channels_; ++c) {
+      const size_t k = cell(rank, phase, c);
+      if (sent_[k] < total || recv_[k] < total) return false;
+    }
+    return true;
+  }
+
+  void advance(int32_t rank, Issuer& out) {
+    size_t& phase = phase_of_[static_cast<size_t>(rank)];
+    while (phase < phases_.size()) {
+      const Phase& p = phases_[phase];
+      const uint32_t total = static_cast<uint32_t>(p.steps * p.chunks);
+      for (int32_t c = 0; c < channels_; ++c) {
+        const size_t k = cell(rank, phase, c);
+        // Issue messages in order while slots are free and each one's input has arrived.
+        for (;;) {
+          const uint32_t m = issued_above(rank, phase, c);
+          if (m >= total || m >= sent_[k] + max_outstanding_) break;
+          const int64_t s = m / p.chunks;
+          const int64_t j = m % p.chunks;
+          const bool ready = s == 0 || recv_[k] >= static_cast<uint32_t>((s - 1) * p.chunks + j + 1);
+          if (!ready) break;
+          mark_issued(rank, phase, c, m + 1);
+          const uint64_t id =
+              ((static_cast<uint64_t>(phase) * static_cast<uint64_t>(channels_) + static_cast<uint64_t>(c)) << kIndexBits) | m;
+          out.send(rank, ring_successor(rank, phase, c), chunk_bytes(p, j), id);
+        }
+      }
+      if (!phase_complete(rank, phase)) return;
+      ++phase;
+    }
+  }
+
+  Bytes chunk_bytes(const Phase& p, int64_t j) const {
+    // Split the block into `chunks` nearly equal messages (the first ones take the remainder).
+    const int64_t base = p.block.count() / p.chunks;
+    const int64_t rem = p.block.count() % p.chunks;
+    return Bytes(base + (j < rem ? 1 : 0));
+  }
+
+  // Messages issued but not yet delivered: at most one per connection.
+  uint32_t issued_above(int32_t rank, size_t phase, int32_t c) const { return issued_[cell(rank, phase, c)]; }
+  void mark_issued(int32_t rank, size_t phase, int32_t c, uint32_t v) { issued_[cell(rank, phase, c)] = v; }
+
+ public:
+  void init_issued() { issued_.assign(sent_.size(), 0); }
+
+ private:
+  int32_t n_;
+  int32_t g_;
+  int32_t channels_;
+  uint32_t max_outstanding_;
+  std::vector<Phase> phases_;
+  std::vector<uint32_t> sent_;
+  std::vector<uint32_t> recv_;
+  std::vector<uint32_t> issued_;
+  std::vector<size_t> phase_of_;
+  uint64_t per_rank_ = 0;
+};
+
+std::unique_ptr<Program> make_phased(int32_t n, int32_t g, const ProgramOptions& o, std::vector<Phase> phases) {
+  auto p = std::make_unique<PhasedRing>(n, g, o.channels, o.chunk, o.max_outstanding, std::move(phases));
+  p->init_issued();
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Pipelined trees. Each tree is laid out as a binary heap over positions (parent (i-1)/2); tree 0 maps
+// position i to rank (root + i) mod n; tree 1 (double binary tree) to rank (root + n - 1 - i) mod n,
+// so tree 0's leaves are mostly tree 1's inner nodes (Sanders, Speck & Träff 2009; NCCL's double binary
+// tree). The data is split over the trees, then into chunks. Reduce: a node sends chunk j up once it
+// has chunk j from every child and its previous up-send was delivered. Broadcast: a node forwards
+// chunk j to each child once it has it from its parent and its previous send to that child was
+// delivered. All-reduce = reduce then broadcast, chunk by chunk (the root turns each reduced chunk around).
+enum class TreeMode { kReduce, kBroadcast, kAllReduce };
+
+class TreeProgram final : public Program {
+ public:
+  TreeProgram(int32_t n, int32_t trees, int32_t root, TreeMode mode, Bytes size, Bytes chunk)
+      : n_(n), trees_(trees), root_(root), mode_(mode) {
+    const Bytes per_tree(size.count() / trees_);
+    chunks_ = static_cast<uint32_t>(chunks_for(per_tree, chunk));
+    chunk_size_ = Bytes(std::max<int64_t>(per_tree.count() / chunks_, per_tree.count() > 0 ? 1 : 0));
+    const size_t cells = static_cast<size_t>(n_) * static_cast<size_t>(trees_);
+    up_recv_.assign(cells, std::vector<uint32_t>());
+    for (auto& v : up_recv_) v.assign(static_cast<size_t>(chunks_), 0);
+    up_sent_.assign(cells, 0);
+    up_issued_.assign(cells, 0);
+    down_have_.assign(cells, 0);
+    down_sent_.assign(cells * 2, 0);
+    down_issued_.assign(cells * 2, 0);
+  }
+
+  int32_t ranks() const override { return n_; }
+  uint64_t messages_per_rank() const override {
+    const uint64_t c = static_cast<uint64_t>(chunks_) * static_cast<uint64_t>(trees_);
+    return mode_ == TreeMode::kAllReduce ? 3 * c : 2 * c;  // upper bound (inner nodes)
+  }
+
+  void start(int32_t rank, Issuer& out) override {
+    for (int32_t t = 0; t < trees_; ++t) {
+      if (mode_ == TreeMode::kBroadcast && position(rank, t) == 0) down_have_[cell(rank, t)] = static_cast<uint32_t>(chunks_);
+      progress(rank, t, out);
+    }
+  }
+
+  void on_send_done(int32_t rank, int32_t dst, uint64_t id, Issuer& out) override {
+    const Msg m = decode(id);
+    if (m.up) {
+      ++up_sent_[cell(rank, m.tree)];
+    } else {
+      ++down_sent_[cell(rank, m.tree) * 2 + child_slot(rank, dst, m.tree)];
+    }
+    progress(rank, m.tree, out);
+  }
+
+  void on_receive(int32_t rank, int32_t /*src*/, uint64_t id, Issuer& out) override {
+    const Msg m = decode(id);
+    if (m.up) {
+      ++up_recv_[cell(rank, m.tree)][static_cast<size_t>(m.chunk)];
+    } else {
+      ++down_have_[cell(rank, m.tree)];
+    }
+    progress(rank, m.tree, out);
+  }
+
+ private:
+  struct Msg {
+    int32_t tree;
+    bool up;
+    int64_t chunk;
+  };
+  // id = tree << 41 | up << 40 | chunk
+  static uint64_t encode(int32_t tree, bool up, int64_t chunk) {
+    return (static_cast<uint64_t>(tree) << 41) | (static_cast<uint64_t>(up) << 40) | static_cast<uint64_t>(chunk);
+  }
+  static Msg decode(uint64_t id) {
+    return Msg{static_cast<int32_t>(id >> 41), ((id >> 40) & 1) != 0, static_cast<int64_t>(id & ((uint64_t{1} << 40) - 1))};
+  }
+  size_t cell(int32_t rank, int32_t tree) const {
+    return static_cast<size_t>(rank) * static_cast<size_t>(trees_) + static_cast<size_t>(tree);
+  }
+  int32_t position(int32_t rank, int32_t tree) const {
+    const int32_t rel = (rank - root_ + n_) % n_;
+    return tree == 0 ? rel : (n_ - 1 - rel);
+  }
+  int32_t rank_at(int32_t pos, int32_t tree) const {
+    const int32_t rel = tree == 0 ? pos : (n_ - 1 - pos);
+    return (root_ + rel) % n_;
+  }
+  // Tree 1's root is position 0 of its own layout, i.e. rank root-1; both trees reduce to and
+  // broadcast from their own root; for reduce/broadcast with one tree the root is `root_`.
+  int32_t num_children(int32_t pos) const {
+    int32_t c = 0;
+    if (2 * pos + 1 < n_) ++c;
+    if (2 * pos + 2 < n_) ++c;
+    return c;
+  }
+  int32_t child_slot(int32_t rank, int32_t child_rank, int32_t tree) const {
+    return position(child_rank, tree) == 2 * position(rank, tree) + 1 ? 0 : 1;
+  }
+
+  void progress(int32_t rank, int32_t t, Issuer& out) {
+    const size_t k = cell(rank, t);
+    const int32_t pos = position(rank, t);
+    const int32_t kids = num_children(pos);
+    const bool reduce = mode_ != TreeMode::kBroadcast;
+    // Up (reduce) sends.
+    if (reduce && pos != 0) {
+      const uint32_t m = up_sent_[k];
+      if (m < chunks_ && up_issued_[k] == m && up_recv_[k][m] >= static_cast<uint32_t>(kids)) {
+        up_issued_[k] = m + 1;
+        out.send(rank, rank_at((pos - 1) / 2, t), chunk_size_, encode(t, true, m));
+      }
+    }
+    // The root of an all-reduce turns reduced chunks around.
+    if (mode_ == TreeMode::kAllReduce && pos == 0) {
+      uint32_t have = 0;
+      while (have < chunks_ && up_recv_[k][have] >= static_cast<uint32_t>(kids)) ++have;
+      down_have_[k] = std::max(down_have_[k], have);
+    }
+    // Down (broadcast) sends.
+    if (mode_ != TreeMode::kReduce) {
+      for (int32_t slot = 0; slot < kids; ++slot) {
+        const size_t d = k * 2 + static_cast<size_t>(slot);
+        const uint32_t m = down_sent_[d];
+        if (m < chunks_ && down_issued_[d] == m && down_have_[k] > m) {
+          down_issued_[d] = m + 1;
+          out.send(rank, rank_at(2 * pos + 1 + slot, t), chunk_size_, encode(t, false, m));
+        }
+      }
+    }
+  }
+
+  int32_t n_;
+  int32_t trees_;
+  int32_t root_;
+  TreeMode mode_;
+  uint32_t chunks_ = 1;
+  Bytes chunk_size_;
+  std::vector<std::vector<uint32_t>> up_recv_;
+  std::vector<uint32_t> up_sent_, up_issued_, down_have_, down_sent_, down_issued_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Recursive halving-doubling (Rabenseifner; Thakur et al. 2005), n a power of two. Reduce-scatter by
+// recursive halving: at step k rank r exchanges S/2^(k+1) bytes with r XOR n/2^(k+1); all-gather by
+// recursive doubling in the reverse order. A rank moves to the next step once its send was delivered
+// and its partner's message of this step has arrived.
+class HalvingDoubling final : public Program {
+ public:
+  HalvingDoubling(int32_t n, Bytes size, bool halve, bool dbl) : n_(n), size_(size) {
+    int32_t l = 0;
+    while ((1 << l) < n_) ++l;
+    log_ = l;
+    if (halve) {
+      for (int32_t k = 0; k < log_; ++k) steps_.push_back(Step{n_ >> (k + 1), Bytes(size_.count() >> (k + 1))});
+    }
+    if (dbl) {
+      for (int32_t k = log_ - 1; k >= 0; --k) steps_.push_back(Step{n_ >> (k + 1), Bytes(size_.count() >> (k + 1))});
+    }
+    step_.assign(static_cast<size_t>(n_), 0);
+    sent_.assign(static_cast<size_t>(n_), 0);
+    got_.assign(static_cast<size_t>(n_) * steps_.size(), 0);
+  }
+  int32_t ranks() const override { return n_; }
+  uint64_t messages_per_rank() const override { return steps_.size(); }
+  void start(int32_t rank, Issuer& out) override { issue(rank, out); }
+  void on_send_done(int32_t rank, int32_t, uint64_t, Issuer& out) override {
+    sent_[static_cast<size_t>(rank)] = 1;
+    maybe_next(rank, out);
+  }
+  void on_receive(int32_t rank, int32_t, uint64_t id, Issuer& out) override {
+    got_[static_cast<size_t>(rank) * steps_.size() + id] = 1;
+    maybe_next(rank, out);
+  }
+
+ private:
+  struct Step {
+    int32_t distance;
+    Bytes bytes;
+  };
+  void issue(int32_t rank, Issuer& out) {
+    const size_t s = step_[static_cast<size_t>(rank)];
+    if (s >= steps_.size()) return;
+    sent_[static_cast<size_t>(rank)] = 0;
+    out.send(rank, rank ^ steps_[s].distance, steps_[s].bytes, s);
+  }
+  void maybe_next(int32_t rank, Issuer& out) {
+    const size_t r = static_cast<size_t>(rank);
+    const size_t s = step_[r];
+    if (s < steps_.size() && sent_[r] != 0 && got_[r * steps_.size() + s] != 0) {
+      ++step_[r];
+      issue(rank, out);
+    }
+  }
+  int32_t n_;
+  Bytes size_;
+  int32_t log_ = 0;
+  std::vector<Step> steps_;
+  std::vector<size_t> step_;
+  std::vector<uint8_t> sent_;
+  std::vector<uint8_t> got_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Pipelined chain (ring broadcast/reduce): positions 0..n-1 starting at the root; broadcast forwards
+// chunk j down the chain once received and the previous forward was delivered; reduce runs the chain
+// backwards towards the root.
+class ChainProgram final : public Program {
+ public:
+  ChainProgram(int32_t n, int32_t root, bool towards_root, Bytes size, Bytes chunk)
+      : n_(n), root_(root), towards_root_(towards_root) {
+    chunks_ = static_cast<uint32_t>(chunks_for(size, chunk));
+    chunk_size_ = Bytes(size.count() / chunks_);
+    have_.assign(static_cast<size_t>(n_), 0);
+    sent_.assign(static_cast<size_t>(n_), 0);
+    issued_.assign(static_cast<size_t>(n_), 0);
+  }
+  int32_t ranks() const override { return n_; }
+  uint64_t messages_per_rank() const override { return chunks_; }
+  void start(int32_t rank, Issuer& out) override {
+    if (position(rank) == 0) have_[static_cast<size_t>(rank)] = chunks_;
+    progress(rank, out);
+  }
+  void on_send_done(int32_t rank, int32_t, uint64_t, Issuer& out) override {
+    ++sent_[static_cast<size_t>(rank)];
+    progress(rank, out);
+  }
+  void on_receive(int32_t rank, int32_t, uint64_t, Issuer& out) override {
+    ++have_[static_cast<size_t>(rank)];
+    progress(rank, out);
+  }
+
+ private:
+  // Position along the direction of data flow: 0 starts.
+  int32_t position(int32_t rank) const {
+    const int32_t rel = (rank - root_ + n_) % n_;
+    return towards_root_ ? n_ - 1 - rel : rel;
+  }
+  int32_t next(int32_t rank) const {
+    if (towards_root_) {
+      const int32_t rel = (rank - root_ + n_) % n_;
+      return (root_ + (rel - 1 + n_)) % n_;  // rel-1, and rel 1 -> root
+    }
+    return (rank + 1) % n_;
+  }
+  void progress(int32_t rank, Issuer& out) {
+    const size_t r = static_cast<size_t>(rank);
+    if (position(rank) == n_ - 1) return;  // the chain's end keeps what it receives
+    const uint32_t m = sent_[r];
+    if (m < chunks_ && issued_[r] == m && have_[r] > m) {
+      issued_[r] = m + 1;
+      out.send(rank, next(rank), chunk_size_, m);
+    }
+  }
+  int32_t n_;
+  int32_t root_;
+  bool towards_root_;
+  uint32_t chunks_ = 1;
+  Bytes chunk_size_;
+  std::vector<uint32_t> have_, sent_, issued_;
+};
+
+// Direct all-to-all: every rank sends S/n to each other rank at once (NCCL groups the n-1 sends and
+// recvs of ncclAllToAll); message id = destination offset. Send/recv: one message root -> peer.
+class DirectProgram final : public Program {
+ public:
+  DirectProgram(int32_t n, Bytes size, bool all_to_all, int32_t root, int32_t peer)
+      : n_(n), size_(size), all_to_all_(all_to_all), root_(root), peer_(peer) {}
+  int32_t ranks() const override { return n_; }
+  uint64_t messages_per_rank() const override { return all_to_all_ ? static_cast<uint64_t>(n_ - 1) : 1; }
+  void start(int32_t rank, Issuer& out) override {
+    if (all_to_all_) {
+      const Bytes each(size_.count() / n_);
+      for (int32_t d = 1; d < n_; ++d) out.send(rank, (rank + d) % n_, each, static_cast<uint64_t>(d));
+    } else if (rank == root_) {
+      out.send(rank, peer_, size_, 0);
+    }
+  }
+  void on_send_done(int32_t, int32_t, uint64_t, Issuer&) override {}
+  void on_receive(int32_t, int32_t, uint64_t, Issuer&) override {}
+
+ private:
+  int32_t n_;
+  Bytes size_;
+  bool all_to_all_;
+  int32_t root_;
+  int32_t peer_;
+};
+
+}  // namespace
+
+std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes size, const ProgramOptions& o) {
+  const Where w{"", 0, "collective"};
+  if (n < 1) throw InputError(w.with_key("ranks"), fmt::format("must be at least 1, got {}", n));
+  if (size.count() < 0) throw InputError(w.with_key("size"), "must not be negative");
+  if (o.channels < 1) throw InputError(w.with_key("channels"), "must be at least 1");
+  if (o.chunk.count() < 1) throw InputError(w.with_key("chunk"), "must be positive");
+  if (o.max_outstanding < 1) throw InputError(w.with_key("max_outstanding"), "must be at least 1");
+  const auto algos = algorithms_for(op);
+  if (std::find(algos.begin(), algos.end(), algo) == algos.end()) {
+    std::string valid;
+    for (Algorithm a : algos) valid += (valid.empty() ? "" : ", ") + std::string(algorithm_name(a));
+    throw InputError(w.with_key("algorithm"), fmt::format("{} has no '{}' algorithm", op_name(op), algorithm_name(algo)),
+                     "valid: " + valid);
+  }
+  const int32_t root = o.root;
+  if (root < 0 || root >= n) throw InputError(w.with_key("root"), fmt::format("must be a rank in [0, {}), got {}", n, root));
+  const int64_t ch = o.channels;
+  switch (algo) {
+    case Algorithm::kRing: {
+      if (op == Op::kBroadcast || op == Op::kReduce) {
+        return std::make_unique<ChainProgram>(n, root, op == Op::kReduce, size, o.chunk);
+      }
+      const int64_t steps = op == Op::kAllReduce ? 2 * (n - 1) : (n - 1);
+      const Bytes block(size.count() / n / ch);
+      const int32_t g = o.ranks_per_node > 0 && n % o.ranks_per_node == 0 ? o.ranks_per_node : n;
+      return make_phased(n, g, o, {Phase{RingKind::kFlat, steps, block, 1}});
+    }
+    case Algorithm::kHierarchical: {
+      const int32_t g = o.ranks_per_node > 0 ? std::min(o.ranks_per_node, n) : n;
+      if (n % g != 0) {
+        throw InputError(w.with_key("ranks"), fmt::format("hierarchical needs whole nodes: {} ranks is not a multiple of {} per node", n, g));
+      }
+      const int32_t m = n / g;
+      std::vector<Phase> phases;
+      const Bytes intra_block(size.count() / g / ch);
+      const Bytes inter_block(size.count() / g / m / ch);
+      if (op == Op::kAllReduce || op == Op::kReduceScatter) phases.push_back(Phase{RingKind::kIntra, g - 1, intra_block, 1});
+      if (m > 1) {
+        const int64_t steps = op == Op::kAllReduce ? 2 * (m - 1) : (m - 1);
+        phases.push_back(Phase{RingKind::kRail, steps, inter_block, 1});
+      }
+      if (op == Op::kAllReduce || op == Op::kAllGather) phases.push_back(Phase{RingKind::kIntra, g - 1, intra_block, 1});
+      return make_phased(n, g, o, std::move(phases));
+    }
+    case Algorithm::kTree: {
+      const TreeMode mode = op == Op::kAllReduce ? TreeMode::kAllReduce
+                            : op == Op::kReduce  ? TreeMode::kReduce
+                                                 : TreeMode::kBroadcast;
+      const int32_t trees = op == Op::kAllReduce && n > 2 ? 2 : 1;
+      return std::make_unique<TreeProgram>(n, trees, root, mode, size, o.chunk);
+    }
+    case Algorithm::kHalvingDoubling: {
+      if ((n & (n - 1)) != 0) {
+        throw InputError(w.with_key("ranks"),
+                         fmt::format("halving-doubling needs a power-of-two rank count, got {}", n), "use ring or tree");
+      }
+      const bool halve = op != Op::kAllGather;
+      const bool dbl = op != Op::kReduceScatter;
+      return std::make_unique<HalvingDoubling>(n, size, halve, dbl);
+    }
+    case Algorithm::kDirect:
+      if (op == Op::kSendRecv) {
+        if (o.peer < 0 || o.peer >= n || o.peer == root) {
+          throw InputError(w.with_key("peer"), fmt::format("must be a rank in [0, {}) other than the root", n));
+        }
+      }
+      return std::make_unique<DirectProgram>(n, size, op == Op::kAllToAll, root, o.peer);
+    case Algorithm::kAuto: break;
+  }
+  throw InputError(w.with_key("algorithm"), "choose an algorithm before building a program");
+}
+
+}  // namespace orrery::coll

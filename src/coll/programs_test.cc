@@ -1,0 +1,186 @@
+#include "coll/program.h"
+
+#include <gtest/gtest.h>
+
+#include "coll/alpha_beta.h"
+#include "coll/executor.h"
+
+namespace orrery::coll {
+namespace {
+
+ExecutionStats run_on(PathProvider& paths, Op op, Algorithm algo, int32_t n, Bytes size, ProgramOptions o = {}) {
+  des::Engine engine;
+  net::FlowNetwork net(engine, paths.capacities());
+  auto program = make_program(op, algo, n, size, o);
+  return execute(*program, engine, net, paths);
+}
+
+// Two levels: m nodes x g ranks. Inside a node each rank has an egress and an ingress link of B1 to
+// the node's switch (latency a1); between nodes each rank has its own NIC up and down links of B2
+// (latency a2) into a non-blocking core. Links: [0, n) egress, [n, 2n) ingress, [2n, 3n) NIC up,
+// [3n, 4n) NIC down; plus, when oversubscribed, one uplink and one downlink per node of
+// g * B2 / o at [4n, 4n + m) and [4n + m, 4n + 2m).
+class TwoLevelPaths final : public PathProvider {
+ public:
+  TwoLevelPaths(int32_t m, int32_t g, Level intra, Level inter, double oversubscription = 0)
+      : m_(m), g_(g), n_(m * g), intra_(intra), inter_(inter), o_(oversubscription) {}
+  Time path(int32_t src, int32_t dst, uint64_t, std::vector<net::LinkUse>& out) override {
+    out.clear();
+    if (src == dst) return Time::zero();
+    if (src / g_ == dst / g_) {
+      out = {{src, 1}, {n_ + dst, 1}};
+      return intra_.alpha;
+    }
+    out = {{2 * n_ + src, 1}, {3 * n_ + dst, 1}};
+    if (o_ > 0) {
+      out.push_back({4 * n_ + src / g_, 1});
+      out.push_back({4 * n_ + m_ + dst / g_, 1});
+    }
+    return inter_.alpha;
+  }
+  std::vector<Bandwidth> capacities() const override {
+    std::vector<Bandwidth> c(static_cast<size_t>(2 * n_), intra_.bandwidth);
+    c.resize(static_cast<size_t>(4 * n_), inter_.bandwidth);
+    if (o_ > 0) c.resize(static_cast<size_t>(4 * n_ + 2 * m_), inter_.bandwidth * (g_ / o_));
+    return c;
+  }
+
+ private:
+  int32_t m_, g_, n_;
+  Level intra_, inter_;
+  double o_;
+};
+
+TEST(FlowPrograms, RingAllReduceOnAUniformSwitchMatchesTheClosedForm) {
+  // n = 8, B = 100 GB/s, a = 1 us, S = 8 MiB, one chunk per step (chunk >= S/n), one channel: every
+  // step moves S/n over a private egress/ingress pair at full rate, and the 2(n-1) steps run in
+  // lockstep: T = 2(n-1)(a + S/(nB)) = 2(n-1)a + 2(n-1)/n S/B = 14 us + 146.800640 us = 160.800640 us.
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  ProgramOptions o;
+  o.chunk = Bytes::MiB(8);
+  const ExecutionStats s = run_on(paths, Op::kAllReduce, Algorithm::kRing, 8, Bytes::MiB(8), o);
+  EXPECT_EQ(s.time, Time::ps(160'800'640));
+  EXPECT_EQ(s.messages, 8u * 14u);  // n ranks x 2(n-1) steps
+  const AlphaBetaParams p{8, 8, Level{Time::us(1), Bandwidth(100e9)}, Level{}, 1.0};
+  EXPECT_EQ(s.time, alpha_beta_time(Op::kAllReduce, Algorithm::kRing, Bytes::MiB(8), p));
+}
+
+TEST(FlowPrograms, PipelinedChunksOverlapTheirLatencies) {
+  // Same ring with 4 chunks per step and up to 8 in flight per connection: the chunks pipeline, so
+  // the time is at most the unchunked time (160.8 us) and at least the bandwidth term
+  // 2(n-1)/n S/B = 146.8 us. With one chunk in flight each chunk pays its own latency serially:
+  // 14 steps * 4 * (1 us + 1 MiB/4 / 100 GB/s) = 14 * 4 * 3.62144 us = 202.80064 us.
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  ProgramOptions o;
+  o.chunk = Bytes::KiB(256);  // S/n = 1 MiB -> 4 chunks
+  const ExecutionStats s = run_on(paths, Op::kAllReduce, Algorithm::kRing, 8, Bytes::MiB(8), o);
+  EXPECT_LE(s.time, Time::ps(160'800'640));
+  EXPECT_GE(s.time, Time::ps(146'800'640));
+  EXPECT_EQ(s.messages, 8u * 14u * 4u);
+  o.max_outstanding = 1;
+  const ExecutionStats serial = run_on(paths, Op::kAllReduce, Algorithm::kRing, 8, Bytes::MiB(8), o);
+  EXPECT_EQ(serial.time, Time::ps(202'800'640));
+}
+
+TEST(FlowPrograms, HierarchicalAllReduceMatchesTheTwoLevelFormula) {
+  // 4 nodes x 8 ranks; intra a1 = 1 us, B1 = 400 GB/s; inter a2 = 2 us, B2 = 50 GB/s; S = 64 MiB.
+  // Phases run in lockstep on symmetric ranks, so the flow time equals the closed form
+  // 2(g-1)a1 + 2(g-1)/g S/B1 + 2(m-1)a2 + 2(m-1)/m (S/g)/B2 = 571.25952 us (see alpha_beta_test).
+  const Level intra{Time::us(1), Bandwidth(400e9)};
+  const Level inter{Time::us(2), Bandwidth(50e9)};
+  TwoLevelPaths paths(4, 8, intra, inter);
+  ProgramOptions o;
+  o.ranks_per_node = 8;
+  o.chunk = Bytes::MiB(64);
+  const ExecutionStats s = run_on(paths, Op::kAllReduce, Algorithm::kHierarchical, 32, Bytes::MiB(64), o);
+  const AlphaBetaParams p{32, 8, intra, inter, 1.0};
+  EXPECT_EQ(s.time, alpha_beta_time(Op::kAllReduce, Algorithm::kHierarchical, Bytes::MiB(64), p));
+}
+
+TEST(FlowPrograms, AllToAllAcrossAnOversubscribedTierSlowsByTheRatio) {
+  // 16 nodes x 1 rank, alpha 0: every byte crosses the node uplink. Without oversubscription each
+  // rank's NIC (B2) carries (n-1)/n S; with o = 4 the node uplink is B2/4 and the time is 4x.
+  const Level intra{Time::zero(), Bandwidth(400e9)};
+  const Level inter{Time::zero(), Bandwidth(50e9)};
+  TwoLevelPaths flat(16, 1, intra, inter);
+  TwoLevelPaths over(16, 1, intra, inter, 4.0);
+  const ExecutionStats a = run_on(flat, Op::kAllToAll, Algorithm::kDirect, 16, Bytes::MiB(16));
+  const ExecutionStats b = run_on(over, Op::kAllToAll, Algorithm::kDirect, 16, Bytes::MiB(16));
+  // Base: 15/16 * 16 MiB / 50 GB/s = 314.5728 us.
+  EXPECT_EQ(a.time, Time::ps(314'572'800));
+  EXPECT_NEAR(b.time / a.time, 4.0, 1e-9);
+  EXPECT_EQ(a.messages, 16u * 15u);
+}
+
+TEST(FlowPrograms, SendRecvIsLatencyPlusSizeOverBandwidth) {
+  SwitchPaths paths(2, Bandwidth(50e9), Time::us(3));
+  // 3 us + 1e8 B / 5e10 B/s = 3 us + 2 ms.
+  const ExecutionStats s = run_on(paths, Op::kSendRecv, Algorithm::kDirect, 2, Bytes(100'000'000));
+  EXPECT_EQ(s.time, Time::us(2003));
+}
+
+TEST(FlowPrograms, EveryAlgorithmCompletesAndMovesTheExpectedBytes) {
+  // Bytes sent per rank: ring all-reduce 2(n-1)/n S; all-gather, reduce-scatter (n-1)/n S;
+  // all-to-all (n-1)/n S; halving-doubling all-reduce 2(n-1)/n S (S/2 + S/4 + ... twice).
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  const Bytes S = Bytes::MiB(8);
+  const int64_t n = 8;
+  struct Case {
+    Op op;
+    Algorithm algo;
+    int64_t bytes_per_rank;
+  };
+  for (const Case& c : {Case{Op::kAllReduce, Algorithm::kRing, 2 * (n - 1) * S.count() / n},
+                        Case{Op::kAllGather, Algorithm::kRing, (n - 1) * S.count() / n},
+                        Case{Op::kReduceScatter, Algorithm::kRing, (n - 1) * S.count() / n},
+                        Case{Op::kAllToAll, Algorithm::kDirect, (n - 1) * S.count() / n},
+                        Case{Op::kAllReduce, Algorithm::kHalvingDoubling, 2 * (n - 1) * S.count() / n}}) {
+    SCOPED_TRACE(std::string(op_name(c.op)) + "/" + std::string(algorithm_name(c.algo)));
+    const ExecutionStats s = run_on(paths, c.op, c.algo, 8, S);
+    EXPECT_GT(s.time, Time::zero());
+    EXPECT_EQ(s.bytes.count(), c.bytes_per_rank * n);
+  }
+}
+
+TEST(FlowPrograms, TreeBroadcastAndReduceReachEveryRank) {
+  // A pipelined binary-tree broadcast moves S to each of the n-1 non-root ranks: (n-1) S in total.
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  const ExecutionStats b = run_on(paths, Op::kBroadcast, Algorithm::kTree, 8, Bytes::MiB(4));
+  EXPECT_EQ(b.bytes.count(), 7 * Bytes::MiB(4).count());
+  const ExecutionStats r = run_on(paths, Op::kReduce, Algorithm::kTree, 8, Bytes::MiB(4));
+  EXPECT_EQ(r.bytes.count(), 7 * Bytes::MiB(4).count());
+  // Double binary tree all-reduce: each of the 2 trees reduces and broadcasts S/2 over n-1 edges:
+  // 2 * 2 * (n-1) * S/2 = 2 (n-1) S.
+  const ExecutionStats a = run_on(paths, Op::kAllReduce, Algorithm::kTree, 8, Bytes::MiB(4));
+  EXPECT_EQ(a.bytes.count(), 2 * 7 * Bytes::MiB(4).count());
+}
+
+TEST(FlowPrograms, ChainBroadcastApproachesSizeOverBandwidthWithManyChunks) {
+  // Pipelined chain: (n - 2 + c)(a + S/(cB)); with S = 64 MiB, c = 128 chunks of 512 KiB, n = 8,
+  // a = 1 us, B = 100 GB/s: 134 * (1 us + 5.24288 us) = 836.54592 us; S/B alone is 671.1 us.
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  const ExecutionStats s = run_on(paths, Op::kBroadcast, Algorithm::kRing, 8, Bytes::MiB(64));
+  EXPECT_EQ(s.time, Time::ps(836'545'920));
+}
+
+TEST(FlowPrograms, BadParametersAreInputErrors) {
+  EXPECT_THROW(make_program(Op::kAllReduce, Algorithm::kHalvingDoubling, 6, Bytes(1), {}), InputError);
+  EXPECT_THROW(make_program(Op::kAllToAll, Algorithm::kRing, 8, Bytes(1), {}), InputError);
+  ProgramOptions o;
+  o.ranks_per_node = 3;
+  EXPECT_THROW(make_program(Op::kAllReduce, Algorithm::kHierarchical, 8, Bytes(1), o), InputError);
+  o = {};
+  o.root = 9;
+  EXPECT_THROW(make_program(Op::kBroadcast, Algorithm::kRing, 8, Bytes(1), o), InputError);
+}
+
+TEST(FlowPrograms, SameInputsGiveIdenticalResults) {
+  SwitchPaths paths(16, Bandwidth(50e9), Time::us(2));
+  const ExecutionStats a = run_on(paths, Op::kAllReduce, Algorithm::kTree, 16, Bytes::MiB(32));
+  const ExecutionStats b = run_on(paths, Op::kAllReduce, Algorithm::kTree, 16, Bytes::MiB(32));
+  EXPECT_EQ(a.time, b.time);
+  EXPECT_EQ(a.events, b.events);
+}
+
+}  // namespace
+}  // namespace orrery::coll

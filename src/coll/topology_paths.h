@@ -1,0 +1,36 @@
+// PathProvider over a net::Topology: GPU rank to GPU rank routes from net::Router (shortest paths,
+// deterministic ECMP on the flow key), cached per (src, dst, flow key) since collectives reuse the same
+// pairs at every step. Also derives the alpha-beta parameters of a topology.
+#pragma once
+
+#include <unordered_map>
+
+#include "coll/alpha_beta.h"
+#include "coll/executor.h"
+#include "net/routing.h"
+#include "net/topology.h"
+
+namespace orrery::coll {
+
+class TopologyPaths final : public PathProvider {
+ public:
+  // REQUIRES: `topo` outlives this object.
+  explicit TopologyPaths(const net::Topology& topo, net::RailPolicy policy = net::RailPolicy::kShortest);
+  Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override;
+  std::vector<Bandwidth> capacities() const override;
+
+ private:
+  struct Cached {
+    std::vector<net::LinkUse> links;
+    Time latency;
+  };
+  const net::Topology& topo_;
+  net::Router router_;
+  std::unordered_map<uint64_t, Cached> cache_;
+};
+
+// Alpha-beta parameters seen by `ranks` ranks of `topo`: level 1 from the route rank 0 -> rank 1 (same
+// machine), level 2 from rank 0 -> rank g (next machine): its latency and bottleneck bandwidth.
+AlphaBetaParams alpha_beta_params(const net::Topology& topo, int32_t ranks);
+
+}  // namespace orrery::coll
