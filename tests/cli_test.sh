@@ -68,9 +68,9 @@ echo '{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2}' > "$tmp/c
 expect bad-model-json 2 "hidden_size" -- catalog show model "$tmp/cfg.json"
 
 # Demo: writes a results folder atomically; same inputs give byte-identical files.
-expect demo 0 "" -- demo --out "$tmp/d1" --quiet
+expect demo 0 "" -- demo --out "$tmp/d1" --quiet --allreduce-size 32MiB --cluster-machines 4
 cp -r "$tmp/d1" "$tmp/first"
-expect demo-again 0 "" -- demo --out "$tmp/d1" --quiet
+expect demo-again 0 "" -- demo --out "$tmp/d1" --quiet --allreduce-size 32MiB --cluster-machines 4
 if [ -f "$tmp/d1/demo.json" ] && diff -r "$tmp/d1" "$tmp/first" > /dev/null; then pass=$((pass+1)); else echo "FAIL demo-deterministic"; fail=$((fail+1)); fi
 # An error in the inputs leaves no output folder behind.
 expect demo-bad-mfu 2 "--mfu: must be in \(0, 1\]" -- demo --out "$tmp/bad" --mfu 1.5

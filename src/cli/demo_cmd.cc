@@ -10,7 +10,11 @@
 //  2. What does a FLOP cost on each GPU, and what would training a reference model on T tokens cost at
 //     an assumed MFU?  GPU-hours = tokens * FLOPs/token / (MFU * peak bf16 * 3600 s). The MFU is an
 //     input here; the training pillar will predict it.
+// Network:
+//  3. How long does a gradient all-reduce take on a catalog cluster (16 x DGX H100 by default) with each
+//     NCCL algorithm, at flow level and in the alpha-beta model?
 #include <cmath>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -21,7 +25,12 @@
 #include "core/strings.h"
 #include "core/unit_parse.h"
 #include "io/atomic_file.h"
+#include "coll/alpha_beta.h"
+#include "coll/executor.h"
+#include "coll/topology_paths.h"
 #include "model/op_inventory.h"
+#include "net/symmetry.h"
+#include "net/topology_builders.h"
 
 namespace orrery::cli {
 namespace {
@@ -39,6 +48,9 @@ struct DemoConfig {
   int64_t seq = 4096;
   double tokens = 1e12;
   double mfu = 0.40;
+  std::string cluster_node = "dgx-h100";
+  int32_t cluster_machines = 8;
+  std::string allreduce_size = "256 MiB";
 };
 
 constexpr double kAdamMixedPrecisionBytesPerParam = 16.0;  // ZeRO paper, Sec. 3.1
@@ -110,6 +122,56 @@ void run_demo(Context& ctx, const DemoConfig& cfg) {
                         {"usd", price ? Json(gpu_hours * usd_h) : Json(nullptr)}});
   }
 
+  // Question 3: network.
+  const hw::NodeSpec& node = c.hw.get_node(cfg.cluster_node, cl.with_key("--cluster-node"));
+  if (cfg.cluster_machines < 1) throw InputError(cl.with_key("--cluster-machines"), "must be positive");
+  const Bytes ar_size = parse_bytes_positive(cfg.allreduce_size, cl.with_key("--allreduce-size"));
+  const net::Topology topo =
+      net::from_catalog(node, c.hw.get_gpu(node.gpu, Where{node.origin, 0, "nodes." + node.name + ".gpu"}),
+                        cfg.cluster_machines, net::FabricOptions{}, cl.with_key("--cluster-node"));
+  const int32_t ranks = topo.num_gpus();
+  const auto orbits = net::find_machine_symmetry(topo);
+  coll::ProgramOptions po;
+  po.ranks_per_node = topo.gpus_per_machine() > 0 ? topo.gpus_per_machine() : ranks;
+  po.channels = std::min(po.ranks_per_node, 16);
+  coll::AlphaBetaParams ab = coll::alpha_beta_params(topo, ranks);
+  ab.inter_parallel = po.channels;
+  Table nt({"algorithm", "flow time", "busbw GB/s", "alpha-beta time", "busbw GB/s"},
+           fmt::format("Q3. All-reduce of {} over {} ({} GPUs)", format_bytes(ar_size), topo.description, ranks));
+  Json net_rows = Json::array();
+  for (coll::Algorithm algo : {coll::Algorithm::kRing, coll::Algorithm::kTree, coll::Algorithm::kHierarchical}) {
+    coll::TopologyPaths paths(topo);
+    std::optional<coll::ExecutionStats> sym;
+    {
+      des::Engine engine;
+      net::FlowNetwork network(engine, paths.capacities());
+      auto program = coll::make_program(coll::Op::kAllReduce, algo, ranks, ar_size, po);
+      if (orbits && program->shift_equivariant(orbits->rank_period)) {
+        sym = coll::execute_symmetric(*program, engine, network, paths, *orbits);
+      }
+    }
+    coll::ExecutionStats st;
+    if (sym) {
+      st = *sym;
+    } else {
+      des::Engine engine;
+      net::FlowNetwork network(engine, paths.capacities());
+      auto program = coll::make_program(coll::Op::kAllReduce, algo, ranks, ar_size, po);
+      st = coll::execute(*program, engine, network, paths);
+    }
+    const Time ab_t = coll::alpha_beta_time(coll::Op::kAllReduce, algo, ar_size, ab);
+    const auto fb = coll::nccl_bandwidths(coll::Op::kAllReduce, ar_size, ranks, st.time);
+    const auto abb = coll::nccl_bandwidths(coll::Op::kAllReduce, ar_size, ranks, ab_t);
+    nt.add_row({std::string(coll::algorithm_name(algo)), format_time(st.time),
+                fmt::format("{:.1f}", fb.busbw.bytes_per_second() / 1e9), format_time(ab_t),
+                fmt::format("{:.1f}", abb.busbw.bytes_per_second() / 1e9)});
+    net_rows.push_back(Json{{"algo", std::string(coll::algorithm_name(algo))},
+                            {"flow_time_s", st.time.to_seconds()},
+                            {"flow_busbw_bytes_per_s", fb.busbw.bytes_per_second()},
+                            {"alpha_beta_time_s", ab_t.to_seconds()},
+                            {"alpha_beta_busbw_bytes_per_s", abb.busbw.bytes_per_second()}});
+  }
+
   // Assemble everything before writing anything: an error above leaves no output behind.
   Json doc = envelope("demo");
   doc["seed"] = cfg.seed;
@@ -122,22 +184,29 @@ void run_demo(Context& ctx, const DemoConfig& cfg) {
                    {"tokens", cfg.tokens},
                    {"mfu", cfg.mfu},
                    {"adam_mixed_precision_bytes_per_param", kAdamMixedPrecisionBytesPerParam},
+                   {"cluster_node", cfg.cluster_node},
+                   {"cluster_machines", cfg.cluster_machines},
+                   {"allreduce_size_bytes", ar_size.count()},
                    {"catalog", c.loaded}};
-  doc["results"] = {{"models", models}, {"gpus", gpus}};
-  const std::string tables = mt.render() + "\n" + gt.render();
+  doc["results"] = {{"models", models}, {"gpus", gpus}, {"allreduce", net_rows}};
+  const std::string tables = mt.render() + "\n" + gt.render() + "\n" + nt.render();
   const std::string notes =
       "Notes: state = mixed-precision Adam, 16 B/param (ZeRO, SC'20); min GPUs ignore activations and buffers.\n"
-      "GPU-hours = tokens x FLOP/token / (MFU x bf16 peak); the MFU is an assumption here, not a prediction.\n";
+      "GPU-hours = tokens x FLOP/token / (MFU x bf16 peak); the MFU is an assumption here, not a prediction.\n"
+      "Q3: flow = flow-level max-min simulation of the NCCL-style algorithm on the catalog cluster's rail-optimized\n"
+      "fat tree (link figures from the catalog, latencies from NCCL's cost model; docs/topology.md); not yet\n"
+      "calibrated for protocol efficiency (docs/collectives.md).\n";
 
   io::write_file_atomic(cfg.out + "/models.csv", mt.to_csv());
   io::write_file_atomic(cfg.out + "/gpus.csv", gt.to_csv());
+  io::write_file_atomic(cfg.out + "/allreduce.csv", nt.to_csv());
   io::write_file_atomic(cfg.out + "/summary.txt", tables + "\n" + notes);
   io::write_file_atomic(cfg.out + "/demo.json", io::dump_json(doc));
 
   if (ctx.global.json) {
     ctx.out << io::dump_json(doc);
   } else {
-    ctx.out << tables << "\n" << notes << "Results written to " << cfg.out << "/ (demo.json, models.csv, gpus.csv, summary.txt)\n";
+    ctx.out << tables << "\n" << notes << "Results written to " << cfg.out << "/ (demo.json, models.csv, gpus.csv, allreduce.csv, summary.txt)\n";
   }
 }
 
@@ -157,6 +226,9 @@ void register_demo_command(CLI::App& app, std::vector<std::pair<CLI::App*, Actio
   demo->add_option("--seq", cfg->seq, "sequence length")->capture_default_str()->check(CLI::PositiveNumber);
   demo->add_option("--tokens", cfg->tokens, "training tokens for Q2")->capture_default_str();
   demo->add_option("--mfu", cfg->mfu, "assumed model FLOPs utilization for Q2, in (0, 1]")->capture_default_str();
+  demo->add_option("--cluster-node", cfg->cluster_node, "catalog node type for Q3")->capture_default_str();
+  demo->add_option("--cluster-machines", cfg->cluster_machines, "machines for Q3")->capture_default_str();
+  demo->add_option("--allreduce-size", cfg->allreduce_size, "all-reduce size for Q3")->capture_default_str();
   actions.emplace_back(demo, [cfg](Context& ctx) { run_demo(ctx, *cfg); });
 }
 

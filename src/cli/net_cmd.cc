@@ -2,6 +2,7 @@
 // a collective on a cluster or topology, at flow level or with the alpha-beta model.
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 #include "core/strings.h"
 #include "core/unit_parse.h"
 #include "io/atomic_file.h"
+#include "net/symmetry.h"
 #include "net/topology_builders.h"
 
 namespace orrery::cli {
@@ -41,6 +43,7 @@ struct NetArgs {
   std::string chunk = "512 KiB";
   std::string trace;
   int64_t trace_limit = 200000;
+  std::string symmetry = "auto";
   // sweep
   std::string min_size = "1 KiB";
   std::string max_size = "1 GiB";
@@ -107,6 +110,7 @@ struct Outcome {
   coll::Algorithm algo;
   Time time;
   coll::ExecutionStats stats;  // flow model only
+  int32_t symmetric_ranks = 0;  // ranks simulated when the run was symmetric, else 0
   double wall_s = 0;
 };
 
@@ -119,6 +123,7 @@ struct Setup {
   Model model = Model::kFlow;
   coll::ProgramOptions options;
   coll::AlphaBetaParams ab;
+  std::optional<net::LinkOrbits> orbits;  // set when symmetric execution is allowed
 };
 
 Setup make_setup(Context& ctx, const NetArgs& a) {
@@ -151,6 +156,10 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
   s.options.channels = a.channels > 0 ? a.channels : std::min(g, 16);
   if (a.channels < 0) throw InputError(kCl.with_key("--channels"), "must be positive");
   s.options.chunk = parse_bytes_positive(a.chunk, kCl.with_key("--chunk"));
+  if (a.symmetry != "auto" && a.symmetry != "off") {
+    throw InputError(kCl.with_key("--symmetry"), "unknown value '" + a.symmetry + "'", suggest(a.symmetry, {"auto", "off"}));
+  }
+  if (a.symmetry == "auto" && s.ranks == gpus) s.orbits = net::find_machine_symmetry(s.topo);
   s.ab = coll::alpha_beta_params(s.topo, s.ranks);
   s.ab.inter_parallel = std::min<int64_t>(s.options.channels, g);
   return s;
@@ -167,7 +176,20 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
     des::Engine engine;
     net::FlowNetwork network(engine, paths.capacities());
     auto program = coll::make_program(s.op, o.algo, s.ranks, size, s.options);
-    o.stats = coll::execute(*program, engine, network, paths, observer);
+    std::optional<coll::ExecutionStats> sym;
+    if (s.orbits && program->shift_equivariant(s.orbits->rank_period)) {
+      sym = coll::execute_symmetric(*program, engine, network, paths, *s.orbits, observer);
+    }
+    if (sym) {
+      o.symmetric_ranks = s.orbits->rank_period;
+      o.stats = *sym;
+    } else {
+      // Not symmetric (or routes turned out asymmetric): every rank, on a fresh engine and network.
+      des::Engine e2;
+      net::FlowNetwork n2(e2, paths.capacities());
+      auto p2 = coll::make_program(s.op, o.algo, s.ranks, size, s.options);
+      o.stats = coll::execute(*p2, e2, n2, paths, observer);
+    }
     o.time = o.stats.time;
   }
   o.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -232,6 +254,8 @@ void run_collective(Context& ctx, const NetArgs& a) {
                    {"events", o.stats.events},
                    {"solves", o.stats.solves},
                    {"peak_flows", o.stats.peak_flows},
+                   {"symmetric_ranks", o.symmetric_ranks > 0 ? Json(o.symmetric_ranks) : Json(nullptr)},
+                   {"simulation_wall_s", o.wall_s},
                    {"trace", a.trace.empty() ? Json(nullptr) : Json(a.trace)},
                    {"trace_truncated", truncated}};
     ctx.out << io::dump_json(j);
@@ -244,6 +268,10 @@ void run_collective(Context& ctx, const NetArgs& a) {
   if (s.model == Model::kFlow) {
     ctx.out << fmt::format("{} flows, {} events, {} max-min solves, peak {} flows in flight; simulated in {:.3f} s\n",
                            o.stats.messages, o.stats.events, o.stats.solves, o.stats.peak_flows, o.wall_s);
+    if (o.symmetric_ranks > 0) {
+      ctx.out << fmt::format("symmetric run: {} of {} ranks simulated, each flow standing for its {} machine translates\n",
+                             o.symmetric_ranks, s.ranks, s.ranks / o.symmetric_ranks);
+    }
   }
   if (truncated) ctx.out << fmt::format("trace: first {} flows written to {}\n", a.trace_limit, a.trace);
 }
@@ -305,6 +333,9 @@ void add_common(CLI::App* cmd, NetArgs& a) {
       ->capture_default_str();
   cmd->add_option("--channels", a.channels, "parallel rings (default: GPUs per machine, at most 16)");
   cmd->add_option("--chunk", a.chunk, "pipelining chunk size")->capture_default_str();
+  cmd->add_option("--symmetry", a.symmetry,
+                  "auto: simulate one machine's ranks when topology and algorithm are shift-symmetric (exact); off: every rank")
+      ->capture_default_str();
 }
 
 }  // namespace

@@ -1,5 +1,9 @@
 #include "coll/executor.h"
 
+#include <algorithm>
+#include <deque>
+#include <unordered_map>
+
 #include "core/assert.h"
 
 namespace orrery::coll {
@@ -23,22 +27,39 @@ class Runner final : public Issuer, public net::FlowListener {
   Runner(Program& program, net::FlowNetwork& net, PathProvider& paths, const MessageObserver& observer)
       : program_(program), net_(net), paths_(paths), observer_(observer) {}
 
-  void send(int32_t src, int32_t dst, Bytes size, uint64_t id) override {
+  void send(int32_t src, int32_t dst, Bytes size, uint64_t id, uint32_t stream) override {
+    if (asymmetric) return;
     uint64_t slot;
+    const Time now = now_();
     if (free_.empty()) {
       slot = messages_.size();
-      messages_.push_back(Message{src, dst, id, size, now_()});
+      messages_.push_back(Message{src, dst, id, size, now, stream});
     } else {
       slot = free_.back();
       free_.pop_back();
-      messages_[slot] = Message{src, dst, id, size, now_()};
+      messages_[slot] = Message{src, dst, id, size, now, stream};
     }
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
-    const Time latency = paths_.path(src, dst, key, scratch_);
+    Time latency = paths_.path(src, dst, key, scratch_);
+    if (orbits_ != nullptr) {
+      if (!routes_symmetric(src, dst, key)) {
+        asymmetric = true;
+        if (engine_ != nullptr) engine_->stop();
+        return;  // the caller discards this run
+      }
+      fold_onto_orbits();
+    }
     ++stats.messages;
     stats.bytes += size;
     ++in_flight_;
     stats.peak_flows = std::max(stats.peak_flows, in_flight_);
+    Connection& c = connections_[connection_key(src, dst, stream)];
+    if (c.busy) {
+      // FIFO: drains after the messages ahead of it; its latency runs meanwhile.
+      c.queue.push_back(Queued{slot, scratch_, latency, now});
+      return;
+    }
+    c.busy = true;
     net_.start_flow(scratch_, latency, size, this, slot);
   }
 
@@ -46,10 +67,75 @@ class Runner final : public Issuer, public net::FlowListener {
     const Message m = messages_[tag];
     free_.push_back(tag);
     --in_flight_;
+    {
+      Connection& c = connections_[connection_key(m.src, m.dst, m.stream)];
+      if (c.queue.empty()) {
+        c.busy = false;
+      } else {
+        Queued q = std::move(c.queue.front());
+        c.queue.pop_front();
+        const Time ready = q.issued + q.latency;  // when its latency would have elapsed
+        const Time wait = ready > now ? ready - now : Time::zero();
+        net_.start_flow(q.path, wait, messages_[q.slot].size, this, q.slot);
+      }
+    }
     last_ = now;
     if (observer_) observer_(MessageRecord{m.src, m.dst, m.id, m.size, m.start, now});
     program_.on_send_done(m.src, m.dst, m.id, *this);
-    program_.on_receive(m.dst, m.src, m.id, *this);
+    if (orbits_ == nullptr) {
+      program_.on_receive(m.dst, m.src, m.id, *this);
+    } else {
+      // Deliver to the representative of the receiver, from the sender shifted the same way.
+      const int32_t p = orbits_->rank_period;
+      const int32_t n = program_.ranks();
+      const int32_t shift = (m.dst / p) * p;
+      program_.on_receive(m.dst - shift, ((m.src - shift) % n + n) % n, m.id, *this);
+    }
+  }
+
+  const net::LinkOrbits* orbits_ = nullptr;
+  bool asymmetric = false;
+
+  // True when every translate (src + t p, dst + t p) routes over the same link orbits, in order, as
+  // (src, dst) does; checked once per pair.
+  bool routes_symmetric(int32_t src, int32_t dst, uint64_t key) {
+    const uint64_t pair = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+    if (auto it = checked_.find(pair); it != checked_.end()) return it->second;
+    const int32_t n = program_.ranks();
+    const int32_t p = orbits_->rank_period;
+    bool ok = true;
+    std::vector<net::LinkUse> other;
+    for (int32_t t = 1; ok && t < orbits_->translates; ++t) {
+      const int32_t s2 = (src + t * p) % n;
+      const int32_t d2 = (dst + t * p) % n;
+      const uint64_t key2 = (static_cast<uint64_t>(static_cast<uint32_t>(s2)) << 32) | static_cast<uint32_t>(d2);
+      (void)key;
+      paths_.path(s2, d2, key2, other);
+      ok = other.size() == scratch_.size();
+      for (size_t i = 0; ok && i < other.size(); ++i) {
+        ok = orbits_->representative[static_cast<size_t>(other[i].link)] ==
+             orbits_->representative[static_cast<size_t>(scratch_[i].link)];
+      }
+    }
+    checked_.emplace(pair, ok);
+    return ok;
+  }
+  std::unordered_map<uint64_t, bool> checked_;
+
+  // Replaces the path in scratch_ by representative links with orbit weights, merging repeats.
+  void fold_onto_orbits() {
+    folded_.clear();
+    for (const net::LinkUse& u : scratch_) {
+      const net::LinkId rep = orbits_->representative[static_cast<size_t>(u.link)];
+      const int32_t w = u.count * orbits_->weight(u.link);
+      auto it = std::find_if(folded_.begin(), folded_.end(), [rep](const net::LinkUse& x) { return x.link == rep; });
+      if (it == folded_.end()) {
+        folded_.push_back(net::LinkUse{rep, w});
+      } else {
+        it->count += w;
+      }
+    }
+    scratch_.swap(folded_);
   }
 
   Time last() const { return last_; }
@@ -62,7 +148,24 @@ class Runner final : public Issuer, public net::FlowListener {
     uint64_t id;
     Bytes size;
     Time start;
+    uint32_t stream;
   };
+  struct Queued {
+    uint64_t slot;
+    std::vector<net::LinkUse> path;
+    Time latency;
+    Time issued;
+  };
+  struct Connection {
+    bool busy = false;
+    std::deque<Queued> queue;
+  };
+  static uint64_t connection_key(int32_t src, int32_t dst, uint32_t stream) {
+    // 24 bits per rank (16M ranks) and 16 bits of stream.
+    return (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 40) | (static_cast<uint64_t>(static_cast<uint32_t>(dst)) << 16) |
+           (stream & 0xFFFFu);
+  }
+  std::unordered_map<uint64_t, Connection> connections_;
   Time now_() const { return engine_ != nullptr ? engine_->now() : Time::zero(); }
 
  public:
@@ -76,26 +179,45 @@ class Runner final : public Issuer, public net::FlowListener {
   std::vector<Message> messages_;
   std::vector<uint64_t> free_;
   std::vector<net::LinkUse> scratch_;
+  std::vector<net::LinkUse> folded_;
   size_t in_flight_ = 0;
   Time last_;
 };
 
 }  // namespace
 
-ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
-                       const MessageObserver& observer) {
+namespace {
+std::optional<ExecutionStats> run(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
+                                  const net::LinkOrbits* orbits, const MessageObserver& observer) {
   const Time start = engine.now();
   const uint64_t events0 = engine.events_processed();
   const uint64_t solves0 = net.solves();
   Runner runner(program, net, paths, observer);
   runner.engine_ = &engine;
-  for (int32_t r = 0; r < program.ranks(); ++r) program.start(r, runner);
+  runner.orbits_ = orbits;
+  const int32_t active = orbits != nullptr ? orbits->rank_period : program.ranks();
+  for (int32_t r = 0; r < active && !runner.asymmetric; ++r) program.start(r, runner);
+  if (runner.asymmetric) return std::nullopt;
   engine.run();
+  if (runner.asymmetric) return std::nullopt;
   ExecutionStats s = runner.stats;
   s.time = (s.messages == 0 ? start : runner.last()) - start;
   s.events = engine.events_processed() - events0;
   s.solves = net.solves() - solves0;
   return s;
+}
+}  // namespace
+
+ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
+                       const MessageObserver& observer) {
+  return *run(program, engine, net, paths, nullptr, observer);
+}
+
+std::optional<ExecutionStats> execute_symmetric(Program& program, des::Engine& engine, net::FlowNetwork& net,
+                                                PathProvider& paths, const net::LinkOrbits& orbits,
+                                                const MessageObserver& observer) {
+  ORRERY_CHECK(program.shift_equivariant(orbits.rank_period));
+  return run(program, engine, net, paths, &orbits, observer);
 }
 
 }  // namespace orrery::coll

@@ -6,12 +6,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "coll/program.h"
 #include "des/engine.h"
 #include "net/flow_network.h"
+#include "net/symmetry.h"
 
 namespace orrery::coll {
 
@@ -66,5 +68,18 @@ using MessageObserver = std::function<void(const MessageRecord&)>;
 // set, sees every delivered message in delivery order.
 ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
                        const MessageObserver& observer = {});
+
+// Symmetric execution (net/symmetry.h): only ranks [0, orbits.rank_period) run; every message they
+// send stands for its orbit of translates, its path is mapped onto representative links with orbit
+// weights, and a message that arrives at rank r + t*p is delivered to rank r as coming from its sender
+// shifted by -t*p. Exact when the program is shift-equivariant for the period (REQUIRES:
+// program.shift_equivariant(orbits.rank_period)) and routes are shift-symmetric: for every simulated
+// pair the routes of all its translates are checked to cross the same link orbits in the same order
+// (ECMP that spreads translates over different spines fails the check). Returns nullopt when the check
+// fails; the caller then runs execute() on a fresh engine and network.
+// stats.messages and stats.bytes count the simulated (representative) messages only.
+std::optional<ExecutionStats> execute_symmetric(Program& program, des::Engine& engine, net::FlowNetwork& net,
+                                                PathProvider& paths, const net::LinkOrbits& orbits,
+                                                const MessageObserver& observer = {});
 
 }  // namespace orrery::coll

@@ -17,10 +17,14 @@
 namespace orrery::coll {
 
 // Where a program's messages go.
+//
+// A connection is (src, dst, stream): messages on one connection drain in FIFO order (the next one's
+// bytes start when the previous one's have drained, while its latency overlaps), as on an NCCL
+// channel's connection; different streams (channels, trees) run side by side and share links fairly.
 class Issuer {
  public:
   virtual ~Issuer() = default;
-  virtual void send(int32_t src, int32_t dst, Bytes size, uint64_t id) = 0;
+  virtual void send(int32_t src, int32_t dst, Bytes size, uint64_t id, uint32_t stream = 0) = 0;
 };
 
 class Program {
@@ -35,13 +39,15 @@ class Program {
   virtual void on_receive(int32_t rank, int32_t src, uint64_t id, Issuer& out) = 0;
   // Number of messages each rank sends in total (for checks and progress).
   virtual uint64_t messages_per_rank() const = 0;
+  // True when shifting every rank by `period` (r -> r + period mod n) maps the program onto itself:
+  // the same messages, ids and dependencies, shifted. Symmetric execution needs it.
+  virtual bool shift_equivariant(int32_t /*period*/) const { return false; }
 };
 
 struct ProgramOptions {
   int32_t channels = 1;           // parallel rings (NCCL channels); each carries size/channels
   Bytes chunk = Bytes::KiB(512);  // pipelining granularity (NCCL: buffer 4 MiB / 8 steps)
-  int32_t max_outstanding = 8;    // ring messages in flight per connection (NCCL_STEPS slots); chains
-                                  // and trees keep one in flight per connection
+  int32_t max_outstanding = 8;    // messages in flight per connection (NCCL_STEPS slots)
   int32_t root = 0;               // broadcast / reduce / send-recv source
   int32_t peer = 1;               // send-recv destination
   int32_t ranks_per_node = 0;     // hierarchical: group size g (0: the whole job is one node)

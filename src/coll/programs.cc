@@ -56,6 +56,9 @@ class PhasedRing final : public Program {
 
   int32_t ranks() const override { return n_; }
   uint64_t messages_per_rank() const override { return per_rank_; }
+  // Every ring kind maps node i to node i+1 under a shift by g ranks (kFlat rotates each node's order
+  // by the channel, the same in every node).
+  bool shift_equivariant(int32_t period) const override { return period > 0 && period % g_ == 0 && n_ % period == 0; }
 
   void start(int32_t rank, Issuer& out) override { advance(rank, out); }
 
@@ -129,7 +132,7 @@ class PhasedRing final : public Program {
           mark_issued(rank, phase, c, m + 1);
           const uint64_t id =
               ((static_cast<uint64_t>(phase) * static_cast<uint64_t>(channels_) + static_cast<uint64_t>(c)) << kIndexBits) | m;
-          out.send(rank, ring_successor(rank, phase, c), chunk_bytes(p, j), id);
+          out.send(rank, ring_successor(rank, phase, c), chunk_bytes(p, j), id, static_cast<uint32_t>(c));
         }
       }
       if (!phase_complete(rank, phase)) return;
@@ -177,13 +180,14 @@ std::unique_ptr<Program> make_phased(int32_t n, int32_t g, const ProgramOptions&
 // tree). The data is split over the trees, then into chunks. Reduce: a node sends chunk j up once it
 // has chunk j from every child and its previous up-send was delivered. Broadcast: a node forwards
 // chunk j to each child once it has it from its parent and its previous send to that child was
-// delivered. All-reduce = reduce then broadcast, chunk by chunk (the root turns each reduced chunk around).
+// delivered (up to max_outstanding chunks in flight per connection). All-reduce = reduce then broadcast,
+// chunk by chunk (the root turns each reduced chunk around).
 enum class TreeMode { kReduce, kBroadcast, kAllReduce };
 
 class TreeProgram final : public Program {
  public:
-  TreeProgram(int32_t n, int32_t trees, int32_t root, TreeMode mode, Bytes size, Bytes chunk)
-      : n_(n), trees_(trees), root_(root), mode_(mode) {
+  TreeProgram(int32_t n, int32_t trees, int32_t root, TreeMode mode, Bytes size, Bytes chunk, int32_t max_outstanding)
+      : n_(n), trees_(trees), root_(root), mode_(mode), max_out_(static_cast<uint32_t>(max_outstanding)) {
     const Bytes per_tree(size.count() / trees_);
     chunks_ = static_cast<uint32_t>(chunks_for(per_tree, chunk));
     chunk_size_ = Bytes(std::max<int64_t>(per_tree.count() / chunks_, per_tree.count() > 0 ? 1 : 0));
@@ -273,10 +277,11 @@ class TreeProgram final : public Program {
     const bool reduce = mode_ != TreeMode::kBroadcast;
     // Up (reduce) sends.
     if (reduce && pos != 0) {
-      const uint32_t m = up_sent_[k];
-      if (m < chunks_ && up_issued_[k] == m && up_recv_[k][m] >= static_cast<uint32_t>(kids)) {
+      for (uint32_t m = up_issued_[k]; m < chunks_ && m < up_sent_[k] + max_out_ &&
+                                       up_recv_[k][m] >= static_cast<uint32_t>(kids);
+           m = up_issued_[k]) {
         up_issued_[k] = m + 1;
-        out.send(rank, rank_at((pos - 1) / 2, t), chunk_size_, encode(t, true, m));
+        out.send(rank, rank_at((pos - 1) / 2, t), chunk_size_, encode(t, true, m), static_cast<uint32_t>(2 * t));
       }
     }
     // The root of an all-reduce turns reduced chunks around.
@@ -289,10 +294,10 @@ class TreeProgram final : public Program {
     if (mode_ != TreeMode::kReduce) {
       for (int32_t slot = 0; slot < kids; ++slot) {
         const size_t d = k * 2 + static_cast<size_t>(slot);
-        const uint32_t m = down_sent_[d];
-        if (m < chunks_ && down_issued_[d] == m && down_have_[k] > m) {
+        for (uint32_t m = down_issued_[d]; m < chunks_ && m < down_sent_[d] + max_out_ && down_have_[k] > m;
+             m = down_issued_[d]) {
           down_issued_[d] = m + 1;
-          out.send(rank, rank_at(2 * pos + 1 + slot, t), chunk_size_, encode(t, false, m));
+          out.send(rank, rank_at(2 * pos + 1 + slot, t), chunk_size_, encode(t, false, m), static_cast<uint32_t>(2 * t + 1));
         }
       }
     }
@@ -302,6 +307,7 @@ class TreeProgram final : public Program {
   int32_t trees_;
   int32_t root_;
   TreeMode mode_;
+  uint32_t max_out_;
   uint32_t chunks_ = 1;
   Bytes chunk_size_;
   std::vector<std::vector<uint32_t>> up_recv_;
@@ -375,8 +381,8 @@ class HalvingDoubling final : public Program {
 // backwards towards the root.
 class ChainProgram final : public Program {
  public:
-  ChainProgram(int32_t n, int32_t root, bool towards_root, Bytes size, Bytes chunk)
-      : n_(n), root_(root), towards_root_(towards_root) {
+  ChainProgram(int32_t n, int32_t root, bool towards_root, Bytes size, Bytes chunk, int32_t max_outstanding)
+      : n_(n), root_(root), towards_root_(towards_root), max_out_(static_cast<uint32_t>(max_outstanding)) {
     chunks_ = static_cast<uint32_t>(chunks_for(size, chunk));
     chunk_size_ = Bytes(size.count() / chunks_);
     have_.assign(static_cast<size_t>(n_), 0);
@@ -414,8 +420,7 @@ class ChainProgram final : public Program {
   void progress(int32_t rank, Issuer& out) {
     const size_t r = static_cast<size_t>(rank);
     if (position(rank) == n_ - 1) return;  // the chain's end keeps what it receives
-    const uint32_t m = sent_[r];
-    if (m < chunks_ && issued_[r] == m && have_[r] > m) {
+    for (uint32_t m = issued_[r]; m < chunks_ && m < sent_[r] + max_out_ && have_[r] > m; m = issued_[r]) {
       issued_[r] = m + 1;
       out.send(rank, next(rank), chunk_size_, m);
     }
@@ -423,6 +428,7 @@ class ChainProgram final : public Program {
   int32_t n_;
   int32_t root_;
   bool towards_root_;
+  uint32_t max_out_;
   uint32_t chunks_ = 1;
   Bytes chunk_size_;
   std::vector<uint32_t> have_, sent_, issued_;
@@ -436,6 +442,8 @@ class DirectProgram final : public Program {
       : n_(n), size_(size), all_to_all_(all_to_all), root_(root), peer_(peer) {}
   int32_t ranks() const override { return n_; }
   uint64_t messages_per_rank() const override { return all_to_all_ ? static_cast<uint64_t>(n_ - 1) : 1; }
+  // All-to-all sends to (rank + d) mod n with id d: equivariant under any shift.
+  bool shift_equivariant(int32_t period) const override { return all_to_all_ && period > 0 && n_ % period == 0; }
   void start(int32_t rank, Issuer& out) override {
     if (all_to_all_) {
       const Bytes each(size_.count() / n_);
@@ -477,7 +485,7 @@ std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes si
   switch (algo) {
     case Algorithm::kRing: {
       if (op == Op::kBroadcast || op == Op::kReduce) {
-        return std::make_unique<ChainProgram>(n, root, op == Op::kReduce, size, o.chunk);
+        return std::make_unique<ChainProgram>(n, root, op == Op::kReduce, size, o.chunk, o.max_outstanding);
       }
       const int64_t steps = op == Op::kAllReduce ? 2 * (n - 1) : (n - 1);
       const Bytes block(size.count() / n / ch);
@@ -506,7 +514,7 @@ std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes si
                             : op == Op::kReduce  ? TreeMode::kReduce
                                                  : TreeMode::kBroadcast;
       const int32_t trees = op == Op::kAllReduce && n > 2 ? 2 : 1;
-      return std::make_unique<TreeProgram>(n, trees, root, mode, size, o.chunk);
+      return std::make_unique<TreeProgram>(n, trees, root, mode, size, o.chunk, o.max_outstanding);
     }
     case Algorithm::kHalvingDoubling: {
       if ((n & (n - 1)) != 0) {

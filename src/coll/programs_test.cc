@@ -156,11 +156,18 @@ TEST(FlowPrograms, TreeBroadcastAndReduceReachEveryRank) {
 }
 
 TEST(FlowPrograms, ChainBroadcastApproachesSizeOverBandwidthWithManyChunks) {
-  // Pipelined chain: (n - 2 + c)(a + S/(cB)); with S = 64 MiB, c = 128 chunks of 512 KiB, n = 8,
-  // a = 1 us, B = 100 GB/s: 134 * (1 us + 5.24288 us) = 836.54592 us; S/B alone is 671.1 us.
+  // One chunk in flight per connection: the pipelined chain takes (n - 2 + c)(a + S/(cB)); with
+  // S = 64 MiB, c = 128 chunks of 512 KiB, n = 8, a = 1 us, B = 100 GB/s: 134 * (1 us + 5.24288 us)
+  // = 836.54592 us. With 8 in flight the latencies overlap: between S/B = 671.09 us plus one chunk's
+  // trip down the chain, and the one-slot time.
   SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
-  const ExecutionStats s = run_on(paths, Op::kBroadcast, Algorithm::kRing, 8, Bytes::MiB(64));
+  ProgramOptions o;
+  o.max_outstanding = 1;
+  const ExecutionStats s = run_on(paths, Op::kBroadcast, Algorithm::kRing, 8, Bytes::MiB(64), o);
   EXPECT_EQ(s.time, Time::ps(836'545'920));
+  const ExecutionStats fast = run_on(paths, Op::kBroadcast, Algorithm::kRing, 8, Bytes::MiB(64));
+  EXPECT_LT(fast.time, s.time);
+  EXPECT_GE(fast.time, Time::ps(671'088'640));
 }
 
 TEST(FlowPrograms, BadParametersAreInputErrors) {
