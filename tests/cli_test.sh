@@ -95,6 +95,12 @@ expect net-bad-unit 2 "--network-bw: unknown unit" -- net collective --two-level
 expect net-no-topology 2 "give exactly one of" -- net collective --op all-reduce
 expect net-bad-node 2 "unknown node 'dgx-h10'; did you mean 'dgx-h100'" -- net collective --cluster dgx-h10:2
 expect net-bad-model 2 "unknown model 'packet'" -- net collective --two-level 2x8 --model packet
+expect net-link-event 0 "send-recv" -- net collective --two-level 2x1 --op send-recv --size 100MB --link-event "1 ms,m0.g0->net,0.5"
+expect net-link-event-bad-node 2 "--link-event: unknown node 'nt'; did you mean 'net'" -- net collective --two-level 2x1 --link-event "0 s,m0.g0->nt,0.5"
+expect net-link-event-bad-form 2 "--link-event: expected TIME,SRC->DST,FACTOR" -- net collective --two-level 2x1 --link-event "1ms"
+expect net-slow-gpu 0 "ring" -- net collective --two-level 1x8 --algo ring --slow-gpu 3:4
+expect net-slow-gpu-bad-rank 2 "--slow-gpu: expected a rank in \[0, 8\)" -- net collective --two-level 1x8 --slow-gpu 9:2
+expect net-slow-gpu-bad-factor 2 "--slow-gpu: expected a slowdown factor >= 1" -- net collective --two-level 1x8 --slow-gpu 3:0.5
 printf 'gpu g0\ngpu g1\nswitch s0\nlink g0 s0 bw=100GB/s lat=1us duplex\n' > "$tmp/disc.topo"
 expect net-disconnected 2 "disconnected" -- net collective --topology "$tmp/disc.topo"
 if "$bin" net collective --two-level 2x4 --size 1MiB --json --trace "$tmp/t.json" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["result"]["time_s"]>0 and d["result"]["busbw_bytes_per_s"]>0' && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"])>0' "$tmp/t.json"; then

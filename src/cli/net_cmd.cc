@@ -44,6 +44,9 @@ struct NetArgs {
   std::string trace;
   int64_t trace_limit = 200000;
   std::string symmetry = "auto";
+  std::vector<std::string> slow_gpus;    // RANK:FACTOR
+  std::string local_bw = "2 TB/s";       // local processing bandwidth for --slow-gpu
+  std::vector<std::string> link_events;  // TIME,SRC->DST,FACTOR
   // sweep
   std::string min_size = "1 KiB";
   std::string max_size = "1 GiB";
@@ -124,7 +127,50 @@ struct Setup {
   coll::ProgramOptions options;
   coll::AlphaBetaParams ab;
   std::optional<net::LinkOrbits> orbits;  // set when symmetric execution is allowed
+  coll::RankModel rank_model;
+  struct LinkEvent {
+    Time at;
+    net::LinkId link;
+    double factor;
+  };
+  std::vector<LinkEvent> link_events;
 };
+
+// "TIME,SRC->DST,FACTOR": from TIME on, the link SRC->DST (node names, docs/topology.md) runs at FACTOR
+// times its bandwidth; 0 takes it down, 1 restores it.
+Setup::LinkEvent parse_link_event(const std::string& text, const net::Topology& topo) {
+  const Where w = kCl.with_key("--link-event");
+  const size_t c1 = text.find(',');
+  const size_t c2 = text.rfind(',');
+  if (c1 == std::string::npos || c2 == c1) throw InputError(w, "expected TIME,SRC->DST,FACTOR, got '" + text + "'");
+  const Time at = parse_time(text.substr(0, c1), w);
+  const std::string link = std::string(trim(text.substr(c1 + 1, c2 - c1 - 1)));
+  const std::string factor_text = std::string(trim(text.substr(c2 + 1)));
+  char* end = nullptr;
+  const double factor = std::strtod(factor_text.c_str(), &end);
+  if (end == factor_text.c_str() || *end != '\0' || factor < 0) {
+    throw InputError(w, "expected a non-negative bandwidth factor, got '" + factor_text + "'");
+  }
+  const size_t arrow = link.find("->");
+  if (arrow == std::string::npos) throw InputError(w, "expected a link as SRC->DST, got '" + link + "'");
+  const std::string a = link.substr(0, arrow);
+  const std::string b = link.substr(arrow + 2);
+  std::vector<std::string> names;
+  net::NodeId na = -1;
+  net::NodeId nb = -1;
+  for (size_t v = 0; v < topo.num_nodes(); ++v) {
+    const std::string& name = topo.node(static_cast<net::NodeId>(v)).name;
+    if (name == a) na = static_cast<net::NodeId>(v);
+    if (name == b) nb = static_cast<net::NodeId>(v);
+    if (names.size() < 4096) names.push_back(name);
+  }
+  if (na < 0) throw InputError(w, "unknown node '" + a + "'", suggest(a, names));
+  if (nb < 0) throw InputError(w, "unknown node '" + b + "'", suggest(b, names));
+  for (net::LinkId l : topo.out_links(na)) {
+    if (topo.link(l).dst == nb) return Setup::LinkEvent{at, l, factor};
+  }
+  throw InputError(w, "no link from '" + a + "' to '" + b + "'");
+}
 
 Setup make_setup(Context& ctx, const NetArgs& a) {
   Setup s(build_topology(ctx, a));
@@ -159,13 +205,45 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
   if (a.symmetry != "auto" && a.symmetry != "off") {
     throw InputError(kCl.with_key("--symmetry"), "unknown value '" + a.symmetry + "'", suggest(a.symmetry, {"auto", "off"}));
   }
-  if (a.symmetry == "auto" && s.ranks == gpus) s.orbits = net::find_machine_symmetry(s.topo);
+  for (const std::string& sg : a.slow_gpus) {
+    const auto [rank_text, factor] = [&] {
+      const size_t colon = sg.find(':');
+      if (colon == std::string::npos) throw InputError(kCl.with_key("--slow-gpu"), "expected RANK:FACTOR, got '" + sg + "'");
+      return std::pair{sg.substr(0, colon), sg.substr(colon + 1)};
+    }();
+    char* end = nullptr;
+    const long long r = std::strtoll(rank_text.c_str(), &end, 10);
+    if (*end != '\0' || r < 0 || r >= s.ranks) {
+      throw InputError(kCl.with_key("--slow-gpu"), fmt::format("expected a rank in [0, {}), got '{}'", s.ranks, rank_text));
+    }
+    const double f = std::strtod(factor.c_str(), &end);
+    if (*end != '\0' || !(f >= 1)) {
+      throw InputError(kCl.with_key("--slow-gpu"), "expected a slowdown factor >= 1, got '" + factor + "'");
+    }
+    if (s.rank_model.slowdown.empty()) s.rank_model.slowdown.assign(static_cast<size_t>(s.ranks), 1.0);
+    s.rank_model.slowdown[static_cast<size_t>(r)] = f;
+  }
+  if (!s.rank_model.slowdown.empty()) s.rank_model.local_bandwidth = parse_bandwidth_positive(a.local_bw, kCl.with_key("--local-bw"));
+  for (const std::string& e : a.link_events) s.link_events.push_back(parse_link_event(e, s.topo));
+  const bool symmetric_ok = s.rank_model.slowdown.empty() && s.link_events.empty();
+  if (a.symmetry == "auto" && s.ranks == gpus && symmetric_ok) s.orbits = net::find_machine_symmetry(s.topo);
   s.ab = coll::alpha_beta_params(s.topo, s.ranks);
   s.ab.inter_parallel = std::min<int64_t>(s.options.channels, g);
   return s;
 }
 
+// Schedules the link events of `s` on `engine`.
+void schedule_link_events(const Setup& s, des::Engine& engine, net::FlowNetwork& network) {
+  for (const Setup::LinkEvent& e : s.link_events) {
+    const Bandwidth full = s.topo.link(e.link).bandwidth;
+    engine.schedule_at(e.at, [&network, e, full](des::Engine&) { network.set_capacity(e.link, full * e.factor); });
+  }
+}
+
 Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observer = {}) {
+  coll::ExecutionOptions xo;
+  xo.observer = observer;
+  xo.ranks = s.rank_model;
   Outcome o;
   o.algo = s.algo == coll::Algorithm::kAuto ? coll::choose_algorithm(s.op, size, s.ab) : s.algo;
   const auto t0 = std::chrono::steady_clock::now();
@@ -178,7 +256,7 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
     auto program = coll::make_program(s.op, o.algo, s.ranks, size, s.options);
     std::optional<coll::ExecutionStats> sym;
     if (s.orbits && program->shift_equivariant(s.orbits->rank_period)) {
-      sym = coll::execute_symmetric(*program, engine, network, paths, *s.orbits, observer);
+      sym = coll::execute_symmetric(*program, engine, network, paths, *s.orbits, xo);
     }
     if (sym) {
       o.symmetric_ranks = s.orbits->rank_period;
@@ -188,7 +266,8 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
       des::Engine e2;
       net::FlowNetwork n2(e2, paths.capacities());
       auto p2 = coll::make_program(s.op, o.algo, s.ranks, size, s.options);
-      o.stats = coll::execute(*p2, e2, n2, paths, observer);
+      schedule_link_events(s, e2, n2);
+      o.stats = coll::execute(*p2, e2, n2, paths, xo);
     }
     o.time = o.stats.time;
   }
@@ -333,6 +412,13 @@ void add_common(CLI::App* cmd, NetArgs& a) {
       ->capture_default_str();
   cmd->add_option("--channels", a.channels, "parallel rings (default: GPUs per machine, at most 16)");
   cmd->add_option("--chunk", a.chunk, "pipelining chunk size")->capture_default_str();
+  cmd->add_option("--slow-gpu", a.slow_gpus,
+                  "straggler: RANK:FACTOR stretches that rank's local work per message (bytes x 3 / --local-bw) by FACTOR; repeatable")
+      ->type_name("RANK:FACTOR");
+  cmd->add_option("--local-bw", a.local_bw, "local processing bandwidth used with --slow-gpu")->capture_default_str();
+  cmd->add_option("--link-event", a.link_events,
+                  "TIME,SRC->DST,FACTOR: from TIME the link runs at FACTOR x its bandwidth (0 = down, 1 = back up); repeatable")
+      ->type_name("T,A->B,F");
   cmd->add_option("--symmetry", a.symmetry,
                   "auto: simulate one machine's ranks when topology and algorithm are shift-symmetric (exact); off: every rank")
       ->capture_default_str();

@@ -20,12 +20,17 @@ std::vector<Bandwidth> SwitchPaths::capacities() const {
   return std::vector<Bandwidth>(static_cast<size_t>(2 * n_), bandwidth_);
 }
 
+Bandwidth RankModel::capacity(int32_t rank) const {
+  const double f = slowdown.empty() ? 1.0 : slowdown[static_cast<size_t>(rank)];
+  return local_bandwidth / (passes * f);
+}
+
 namespace {
 
 class Runner final : public Issuer, public net::FlowListener {
  public:
-  Runner(Program& program, net::FlowNetwork& net, PathProvider& paths, const MessageObserver& observer)
-      : program_(program), net_(net), paths_(paths), observer_(observer) {}
+  Runner(Program& program, net::FlowNetwork& net, PathProvider& paths, const ExecutionOptions& options)
+      : program_(program), net_(net), paths_(paths), observer_(options.observer), ranks_(options.ranks) {}
 
   void send(int32_t src, int32_t dst, Bytes size, uint64_t id, uint32_t stream) override {
     if (asymmetric) return;
@@ -41,6 +46,7 @@ class Runner final : public Issuer, public net::FlowListener {
     }
     const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
     Time latency = paths_.path(src, dst, key, scratch_);
+    if (!rank_links_.empty()) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(src)], 1});
     if (orbits_ != nullptr) {
       if (!routes_symmetric(src, dst, key)) {
         asymmetric = true;
@@ -104,13 +110,13 @@ class Runner final : public Issuer, public net::FlowListener {
     const int32_t n = program_.ranks();
     const int32_t p = orbits_->rank_period;
     bool ok = true;
-    std::vector<net::LinkUse> other;
+    std::vector<net::LinkUse>& other = other_;
     for (int32_t t = 1; ok && t < orbits_->translates; ++t) {
       const int32_t s2 = (src + t * p) % n;
       const int32_t d2 = (dst + t * p) % n;
       const uint64_t key2 = (static_cast<uint64_t>(static_cast<uint32_t>(s2)) << 32) | static_cast<uint32_t>(d2);
       (void)key;
-      paths_.path(s2, d2, key2, other);
+      paths_.peek_path(s2, d2, key2, other);
       ok = other.size() == scratch_.size();
       for (size_t i = 0; ok && i < other.size(); ++i) {
         ok = orbits_->representative[static_cast<size_t>(other[i].link)] ==
@@ -121,6 +127,7 @@ class Runner final : public Issuer, public net::FlowListener {
     return ok;
   }
   std::unordered_map<uint64_t, bool> checked_;
+  std::vector<net::LinkUse> other_;
 
   // Replaces the path in scratch_ by representative links with orbit weights, merging repeats.
   void fold_onto_orbits() {
@@ -176,6 +183,12 @@ class Runner final : public Issuer, public net::FlowListener {
   net::FlowNetwork& net_;
   PathProvider& paths_;
   const MessageObserver& observer_;
+  const RankModel& ranks_;
+
+ public:
+  std::vector<net::LinkId> rank_links_;  // per rank: its processing link, when the rank model is on
+
+ private:
   std::vector<Message> messages_;
   std::vector<uint64_t> free_;
   std::vector<net::LinkUse> scratch_;
@@ -188,13 +201,16 @@ class Runner final : public Issuer, public net::FlowListener {
 
 namespace {
 std::optional<ExecutionStats> run(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
-                                  const net::LinkOrbits* orbits, const MessageObserver& observer) {
+                                  const net::LinkOrbits* orbits, const ExecutionOptions& options) {
   const Time start = engine.now();
   const uint64_t events0 = engine.events_processed();
   const uint64_t solves0 = net.solves();
-  Runner runner(program, net, paths, observer);
+  Runner runner(program, net, paths, options);
   runner.engine_ = &engine;
   runner.orbits_ = orbits;
+  if (options.ranks.local_bandwidth.bytes_per_second() > 0) {
+    for (int32_t r = 0; r < program.ranks(); ++r) runner.rank_links_.push_back(net.add_link(options.ranks.capacity(r)));
+  }
   const int32_t active = orbits != nullptr ? orbits->rank_period : program.ranks();
   for (int32_t r = 0; r < active && !runner.asymmetric; ++r) program.start(r, runner);
   if (runner.asymmetric) return std::nullopt;
@@ -209,15 +225,16 @@ std::optional<ExecutionStats> run(Program& program, des::Engine& engine, net::Fl
 }  // namespace
 
 ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
-                       const MessageObserver& observer) {
-  return *run(program, engine, net, paths, nullptr, observer);
+                       const ExecutionOptions& options) {
+  return *run(program, engine, net, paths, nullptr, options);
 }
 
 std::optional<ExecutionStats> execute_symmetric(Program& program, des::Engine& engine, net::FlowNetwork& net,
                                                 PathProvider& paths, const net::LinkOrbits& orbits,
-                                                const MessageObserver& observer) {
+                                                const ExecutionOptions& options) {
   ORRERY_CHECK(program.shift_equivariant(orbits.rank_period));
-  return run(program, engine, net, paths, &orbits, observer);
+  ORRERY_CHECK(options.ranks.slowdown.empty() && options.ranks.local_bandwidth.bytes_per_second() == 0);
+  return run(program, engine, net, paths, &orbits, options);
 }
 
 }  // namespace orrery::coll

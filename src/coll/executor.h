@@ -24,6 +24,10 @@ class PathProvider {
   // Replaces `out` with the path from src to dst (empty when src == dst) and returns its latency.
   // flow_key selects among equal-cost paths (ECMP).
   virtual Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) = 0;
+  // As path(), for a one-off look-up that need not be cached (the symmetric run's route check).
+  virtual Time peek_path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) {
+    return path(src, dst, flow_key, out);
+  }
   // The capacities of the links the paths refer to, for building the FlowNetwork.
   virtual std::vector<Bandwidth> capacities() const = 0;
 };
@@ -63,11 +67,28 @@ struct MessageRecord {
 };
 using MessageObserver = std::function<void(const MessageRecord&)>;
 
+// Local work on the sender for every byte it sends (reading the input, reducing, writing the send
+// buffer: `passes` bytes of local memory traffic per byte sent), as a throughput limit: each rank gets
+// a virtual link of local_bandwidth / (passes * slowdown) that all its outgoing messages cross, so a
+// straggler GPU (slower clock, throttling, a noisy neighbour) slows every transfer it feeds. Off when
+// local_bandwidth is zero.
+struct RankModel {
+  Bandwidth local_bandwidth;     // e.g. the GPU's HBM bandwidth
+  double passes = 3.0;           // a reduce step reads two buffers and writes one
+  std::vector<double> slowdown;  // per rank, >= 1; empty: all 1
+  Bandwidth capacity(int32_t rank) const;
+};
+
+struct ExecutionOptions {
+  MessageObserver observer;  // sees every delivered message in delivery order
+  RankModel ranks;
+};
+
 // Runs `program` from engine.now() until it has no messages in flight. `net` must have been built from
-// `paths.capacities()`. Deterministic: same inputs give the same result bit for bit. `observer`, when
-// set, sees every delivered message in delivery order.
+// `paths.capacities()`. Deterministic: same inputs give the same result bit for bit. Events the caller
+// scheduled on `engine` (a link slowing or failing: net.set_capacity at time t) happen during the run.
 ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& net, PathProvider& paths,
-                       const MessageObserver& observer = {});
+                       const ExecutionOptions& options = {});
 
 // Symmetric execution (net/symmetry.h): only ranks [0, orbits.rank_period) run; every message they
 // send stands for its orbit of translates, its path is mapped onto representative links with orbit
@@ -77,9 +98,10 @@ ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& 
 // pair the routes of all its translates are checked to cross the same link orbits in the same order
 // (ECMP that spreads translates over different spines fails the check). Returns nullopt when the check
 // fails; the caller then runs execute() on a fresh engine and network.
-// stats.messages and stats.bytes count the simulated (representative) messages only.
+// stats.messages and stats.bytes count the simulated (representative) messages only. The rank model
+// breaks the symmetry: REQUIRES options.ranks off (zero local_bandwidth, no slowdowns).
 std::optional<ExecutionStats> execute_symmetric(Program& program, des::Engine& engine, net::FlowNetwork& net,
                                                 PathProvider& paths, const net::LinkOrbits& orbits,
-                                                const MessageObserver& observer = {});
+                                                const ExecutionOptions& options = {});
 
 }  // namespace orrery::coll

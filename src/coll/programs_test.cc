@@ -170,6 +170,58 @@ TEST(FlowPrograms, ChainBroadcastApproachesSizeOverBandwidthWithManyChunks) {
   EXPECT_GE(fast.time, Time::ps(671'088'640));
 }
 
+ExecutionStats run_with(PathProvider& paths, Op op, Algorithm algo, int32_t n, Bytes size, const ExecutionOptions& x,
+                        ProgramOptions o = {}) {
+  des::Engine engine;
+  net::FlowNetwork net(engine, paths.capacities());
+  auto program = make_program(op, algo, n, size, o);
+  return execute(*program, engine, net, paths, x);
+}
+
+TEST(Stragglers, ASlowSenderIsLimitedByItsProcessingThroughput) {
+  // Send/recv of 100 MB; the sender's processing link is 2 TB/s / (3 passes * 100) = 6.667 GB/s, below
+  // the 50 GB/s network: T = 3 us + 1e8 * 300 / 2e12 s = 3 us + 15 ms.
+  SwitchPaths paths(2, Bandwidth(50e9), Time::us(3));
+  ExecutionOptions x;
+  x.ranks.local_bandwidth = Bandwidth(2e12);
+  x.ranks.slowdown = {100.0, 1.0};
+  const ExecutionStats s = run_with(paths, Op::kSendRecv, Algorithm::kDirect, 2, Bytes(100'000'000), x);
+  EXPECT_EQ(s.time, Time::us(15'003));
+}
+
+TEST(Stragglers, OneSlowRankGatesTheWholeRing) {
+  // Ring all-reduce, n = 8, one chunk per step, B = 100 GB/s, a = 1 us, S = 8 MiB. Rank 5 processes at
+  // 2 TB/s / (3 * 20) = 33.33 GB/s. It must send 2(n-1) messages of S/n in order at that rate, so
+  // T >= 14 * 1 MiB / 33.33 GB/s = 440.4 us; and the run is no slower than lockstep steps gated by it:
+  // T <= 14 * (1 us + 1 MiB / 33.33 GB/s) = 454.4 us.
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  ExecutionOptions x;
+  x.ranks.local_bandwidth = Bandwidth(2e12);
+  x.ranks.slowdown.assign(8, 1.0);
+  x.ranks.slowdown[5] = 20.0;
+  ProgramOptions o;
+  o.chunk = Bytes::MiB(8);
+  const ExecutionStats s = run_with(paths, Op::kAllReduce, Algorithm::kRing, 8, Bytes::MiB(8), x, o);
+  const double slow = 2e12 / 60.0;
+  EXPECT_GE(s.time, Time::seconds(14 * 1048576.0 / slow));
+  EXPECT_LE(s.time, Time::seconds(14 * (1e-6 + 1048576.0 / slow)));
+  // With every rank at full speed (processing 666.7 GB/s > B) the closed form holds again.
+  x.ranks.slowdown.assign(8, 1.0);
+  EXPECT_EQ(run_with(paths, Op::kAllReduce, Algorithm::kRing, 8, Bytes::MiB(8), x, o).time, Time::ps(160'800'640));
+}
+
+TEST(LinkEvents, AFailedLinkStallsTheCollectiveUntilItReturns) {
+  // Send/recv of 100 MB at 50 GB/s (2 ms + 3 us alone). The sender's egress link (link 0) is down
+  // from 1.003 ms to 4.003 ms: 3 ms of stall, so the transfer ends at 5.003 ms.
+  SwitchPaths paths(2, Bandwidth(50e9), Time::us(3));
+  des::Engine engine;
+  net::FlowNetwork net(engine, paths.capacities());
+  engine.schedule_at(Time::us(1003), [&](des::Engine&) { net.set_capacity(0, Bandwidth(0)); });
+  engine.schedule_at(Time::us(4003), [&](des::Engine&) { net.set_capacity(0, Bandwidth(50e9)); });
+  auto program = make_program(Op::kSendRecv, Algorithm::kDirect, 2, Bytes(100'000'000), {});
+  EXPECT_EQ(execute(*program, engine, net, paths).time, Time::us(5003));
+}
+
 TEST(FlowPrograms, BadParametersAreInputErrors) {
   EXPECT_THROW(make_program(Op::kAllReduce, Algorithm::kHalvingDoubling, 6, Bytes(1), {}), InputError);
   EXPECT_THROW(make_program(Op::kAllToAll, Algorithm::kRing, 8, Bytes(1), {}), InputError);

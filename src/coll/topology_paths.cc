@@ -26,6 +26,14 @@ Time TopologyPaths::path(int32_t src, int32_t dst, uint64_t flow_key, std::vecto
   return it->second.latency;
 }
 
+Time TopologyPaths::peek_path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) {
+  out.clear();
+  if (src == dst) return Time::zero();
+  const net::Route r = router_.gpu_route(src, dst, flow_key);
+  for (net::LinkId l : r.links) out.push_back(net::LinkUse{l, 1});
+  return r.latency;
+}
+
 std::vector<Bandwidth> TopologyPaths::capacities() const {
   std::vector<Bandwidth> caps;
   caps.reserve(topo_.num_links());

@@ -17,6 +17,7 @@ class TopologyPaths final : public PathProvider {
   // REQUIRES: `topo` outlives this object.
   explicit TopologyPaths(const net::Topology& topo, net::RailPolicy policy = net::RailPolicy::kShortest);
   Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override;
+  Time peek_path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override;
   std::vector<Bandwidth> capacities() const override;
 
  private:

@@ -62,6 +62,9 @@ class FlowNetwork final : public des::FluidModel, public des::EventHandler {
   void start_flow(std::span<const LinkUse> path, Time latency, Bytes size, FlowListener* listener, uint64_t tag,
                   double weight = 1.0, double rate_cap = std::numeric_limits<double>::infinity());
 
+  // Adds a link (e.g. a virtual one modelling a device's processing throughput); returns its id.
+  LinkId add_link(Bandwidth capacity) { return solver_.add_link(capacity.bytes_per_second()); }
+
   // Changes a link's capacity from now on (a slow or failed link: 0 stalls the flows crossing it).
   void set_capacity(LinkId link, Bandwidth bandwidth);
   Bandwidth capacity(LinkId link) const { return Bandwidth(solver_.capacity(link)); }

@@ -1,0 +1,293 @@
+#include "coll/nccl_model.h"
+
+#include <algorithm>
+#include <array>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "coll/program.h"
+#include "coll/topology_paths.h"
+#include "core/assert.h"
+#include "des/engine.h"
+#include "net/flow_network.h"
+#include "net/routing.h"
+
+namespace orrery::coll {
+
+std::string_view protocol_name(Protocol p) {
+  switch (p) {
+    case Protocol::kLL: return "LL";
+    case Protocol::kLL128: return "LL128";
+    case Protocol::kSimple: return "Simple";
+  }
+  return "?";
+}
+
+namespace {
+
+// NVIDIA/nccl src/graph/tuning.cc at commit b6475625fbcaa2c3c0e50eed2fa1255d7514d4a2 (NCCL 2.2x),
+// ring rows, microseconds, indexed {LL, LL128, Simple}:
+//   baseLat[Ring]        = { 6.6, 14.0, 8.4 }
+//   hwLat[NVLINK][Ring]  = { 0.6,  1.9, 3.4 }
+//   hwLat[PCI][Ring]     = { 1.0,  2.5, 5.7 }
+//   hwLat[NET][Ring]     = { 2.7,  4.0, 14.0 }
+constexpr std::array<int64_t, 3> kBaseLatNs{6600, 14000, 8400};
+constexpr std::array<int64_t, 3> kHopNvlinkNs{600, 1900, 3400};
+constexpr std::array<int64_t, 3> kHopPciNs{1000, 2500, 5700};
+constexpr std::array<int64_t, 3> kHopNetNs{2700, 4000, 14000};
+
+// NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc): point-to-point messages up to this size use LL.
+constexpr int64_t kP2pLLThreshold = 16384;
+
+size_t index_of(Protocol p) { return static_cast<size_t>(p); }
+
+// InfiniBand payload fraction at the 4096-byte MTU: each packet adds LRH (8 B), BTH (12 B), ICRC (4 B)
+// and VCRC (2 B) (InfiniBand Architecture Specification vol. 1, ch. 5-7).
+constexpr double kInfinibandPacketEfficiency = 4096.0 / 4122.0;
+
+}  // namespace
+
+ProtocolConstants nccl_protocol_constants(Protocol p, Op op, int32_t nodes, int32_t ranks_per_node) {
+  const size_t i = index_of(p);
+  ProtocolConstants c;
+  c.base_latency = Time::ns(kBaseLatNs[i]);
+  c.hop_scaleup = Time::ns(kHopNvlinkNs[i]);
+  c.hop_pcie = Time::ns(kHopPciNs[i]);
+  c.hop_network = Time::ns(kHopNetNs[i]);
+  switch (p) {
+    case Protocol::kSimple: c.bandwidth_factor = 1.0; break;
+    case Protocol::kLL128:
+      // "busBw * (ppn < 2 ? 0.7 : 0.92 /*120.0/128.0*/)": 120 of every 128 bytes are payload.
+      c.bandwidth_factor = ranks_per_node < 2 ? 0.7 : 0.92;
+      break;
+    case Protocol::kLL:
+      // "busBw * ((nNodes > 1 || coll == AllReduce || coll == Reduce) ? 1.0/4.0 : 1.0/3.0)": 4 bytes of
+      // data and a 4-byte flag per 8-byte store, and the flag polling on top.
+      c.bandwidth_factor = (nodes > 1 || op == Op::kAllReduce || op == Op::kReduce) ? 0.25 : 1.0 / 3.0;
+      break;
+  }
+  return c;
+}
+
+double LinkEfficiency::of(const net::Topology& topo, net::LinkId id) const {
+  const net::TopoLink& l = topo.link(id);
+  switch (l.kind) {
+    case net::LinkKind::kScaleup: return scaleup;
+    case net::LinkKind::kPcie: return pcie;
+    case net::LinkKind::kNetwork: {
+      const bool switches = topo.node(l.src).kind == net::NodeKind::kSwitch && topo.node(l.dst).kind == net::NodeKind::kSwitch;
+      return switches ? fabric : network;
+    }
+  }
+  return 1.0;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Calibrations. Raw bandwidths are those the topology is built with: A100 NVLink 3, 300 GB/s per
+// direction (12 links x 25 GB/s); PCIe Gen4 x16, 32 GB/s; the DGX A100's HDR NIC, 25 GB/s (catalog).
+
+NcclCalibration vidur_a100_calibration() {
+  NcclCalibration c;
+  c.name = "vidur-a100";
+  c.source =
+      "fit on vidur a100_dgx two-rank files (all_reduce and send_recv, (2,2) and (2,1)), sizes >= 1 MiB, "
+      "weighted least squares on t = a + S/B; see docs/collectives_validation.md";
+  // a100_dgx/all_reduce.csv (2,2): B = 168.86 GB/s (2-rank ring: busbw = algbw), / 300 GB/s raw.
+  c.collective.scaleup = 168.86 / 300.0;
+  // a100_dgx/send_recv.csv (2,2): B = 269.67 GB/s, / 300 GB/s raw. Above NCCL's own 240 GB/s
+  // (20 GB/s per link): vidur times the kernel of rank 0 only, which need not last the whole transfer.
+  c.p2p.scaleup = 269.67 / 300.0;
+  // No PCIe measurement in the fit family: NCCL's own estimate of a Gen4 x16 link, width x speed / 80
+  // = 16 x 120 / 80 = 24 GB/s (src/graph/topo.cc ncclTopoAddPci), / 32 GB/s raw.
+  c.collective.pcie = 24.0 / 32.0;
+  c.p2p.pcie = 24.0 / 32.0;
+  // a100_dgx/all_reduce.csv (2,1): B = 5.944 GB/s; a100_dgx/send_recv.csv (2,1): B = 7.773 GB/s; both
+  // / 25 GB/s (the HDR NIC of a DGX A100; vidur's testbed NIC is not documented, see the doc).
+  c.collective.network = 5.944 / 25.0;
+  c.p2p.network = 7.773 / 25.0;
+  // Switch-to-switch links carry InfiniBand packets: 4096-byte MTU, 26 bytes of LRH, BTH, ICRC and VCRC.
+  c.collective.fabric = kInfinibandPacketEfficiency;
+  c.p2p.fabric = kInfinibandPacketEfficiency;
+  // all_reduce (2,2) intercept 42.90 us = overhead + baseLat(Simple) 8.4 + 2 hwLat(NVLink, Simple) 3.4.
+  c.collective_overhead = Time::ns(27700);
+  // send_recv (2,2) intercept 10.19 us = overhead + one hwLat(NVLink, Simple) 3.4.
+  c.p2p_overhead = Time::ns(6790);
+  // all_reduce (2,1) intercept 78.50 us = 27.70 + 8.4 + 2 (14.0 + extra): extra = 7.20 us per network hop.
+  c.network_hop_extra = Time::ns(7200);
+  return c;
+}
+
+NcclCalibration nccl_tests_calibration() {
+  NcclCalibration c;
+  c.name = "nccl-tests";
+  c.source = "NCCL's per-link bandwidth constants and the InfiniBand packet format; no harness overhead";
+  // NCCL assumes 20 GB/s per NVLink 3 link (src/graph/topo.h SM80_NVLINK_BW) of 25 GB/s raw: 0.80.
+  // The same fraction is used for NVLink 4 (SM90_NVLINK_BW 20.6 / 25 = 0.824): see the doc.
+  c.collective.scaleup = 20.0 / 25.0;
+  c.p2p.scaleup = 20.0 / 25.0;
+  // NCCL's PCIe estimate width x speed / 80 is 75% of the raw rate for every generation.
+  c.collective.pcie = 0.75;
+  c.p2p.pcie = 0.75;
+  // InfiniBand, 4096-byte MTU: 26 bytes of LRH, BTH, ICRC and VCRC per packet: 4096 / 4122.
+  c.collective.network = kInfinibandPacketEfficiency;
+  c.p2p.network = kInfinibandPacketEfficiency;
+  c.collective.fabric = kInfinibandPacketEfficiency;
+  c.p2p.fabric = kInfinibandPacketEfficiency;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------------
+namespace {
+
+// Which latency class a route falls in: its slowest link kind.
+enum class HopClass : uint8_t { kScaleup, kPcie, kNetwork };
+
+HopClass classify(const net::Topology& topo, const std::vector<net::LinkUse>& links) {
+  HopClass c = HopClass::kScaleup;
+  for (const net::LinkUse& u : links) {
+    switch (topo.link(u.link).kind) {
+      case net::LinkKind::kNetwork: return HopClass::kNetwork;
+      case net::LinkKind::kPcie: c = HopClass::kPcie; break;
+      case net::LinkKind::kScaleup: break;
+    }
+  }
+  return c;
+}
+
+// TopologyPaths with NCCL's effective capacities and per-step latencies.
+class CalibratedPaths final : public PathProvider {
+ public:
+  struct Hops {
+    Time scaleup;
+    Time pcie;
+    Time network;
+  };
+  CalibratedPaths(const net::Topology& topo, TopologyPaths& inner, const LinkEfficiency& eff, double factor,
+                  Hops hops)
+      : topo_(topo), inner_(inner), eff_(eff), factor_(factor), hops_(hops) {}
+
+  Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override {
+    inner_.path(src, dst, flow_key, out);
+    if (out.empty()) return Time::zero();
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+    auto it = class_.find(key);
+    if (it == class_.end()) it = class_.emplace(key, classify(topo_, out)).first;
+    switch (it->second) {
+      case HopClass::kScaleup: return hops_.scaleup;
+      case HopClass::kPcie: return hops_.pcie;
+      case HopClass::kNetwork: return hops_.network;
+    }
+    return hops_.network;
+  }
+
+  std::vector<Bandwidth> capacities() const override {
+    std::vector<Bandwidth> caps = inner_.capacities();
+    for (size_t l = 0; l < caps.size(); ++l) {
+      caps[l] = caps[l] * (eff_.of(topo_, static_cast<net::LinkId>(l)) * factor_);
+    }
+    return caps;
+  }
+
+ private:
+  const net::Topology& topo_;
+  TopologyPaths& inner_;
+  LinkEfficiency eff_;
+  double factor_;
+  Hops hops_;
+  std::unordered_map<uint64_t, HopClass> class_;
+};
+
+struct RunResult {
+  Time launch;
+  ExecutionStats flow;
+};
+
+RunResult run_protocol(const net::Topology& topo, TopologyPaths& routes, Op op, Algorithm algo, Bytes size,
+                       Protocol p, int32_t nodes, int32_t g, bool p2p, const NcclCalibration& cal,
+                       const ProgramOptions& po) {
+  const ProtocolConstants k = nccl_protocol_constants(p, op, nodes, g);
+  // NCCL (tuning.cc): "Inter-node rings still have to launch nsteps * net overhead": on rings that span
+  // nodes every intra-node step costs at least the network post overhead (1 us Intel, 2 us AMD CPUs;
+  // x3 for Simple). The testbeds here are AMD (DGX A100) or treated alike: 2 us.
+  Time scaleup_hop = k.hop_scaleup;
+  if (nodes > 1 && !p2p) {
+    const Time net_overhead = Time::ns(p == Protocol::kSimple ? 6000 : 2000);
+    scaleup_hop = std::max(scaleup_hop, net_overhead);
+  }
+  const CalibratedPaths::Hops hops{scaleup_hop, k.hop_pcie, k.hop_network + cal.network_hop_extra};
+  CalibratedPaths paths(topo, routes, p2p ? cal.p2p : cal.collective, k.bandwidth_factor, hops);
+  des::Engine engine;
+  net::FlowNetwork network(engine, paths.capacities());
+  auto program = make_program(op, algo, topo.num_gpus(), size, po);
+  RunResult r;
+  r.flow = execute(*program, engine, network, paths);
+  r.launch = p2p ? cal.p2p_overhead : cal.collective_overhead + k.base_latency;
+  return r;
+}
+
+// NCCL enables LL128 on NVLink paths; across nodes it needs a GPUDirect RDMA path (not assumed).
+bool all_hops_scaleup(const net::Topology& topo, int32_t n) {
+  const net::Router router(topo);
+  for (int32_t r = 0; r < n; ++r) {
+    const net::Route route = router.gpu_route(r, (r + 1) % n);
+    for (net::LinkId l : route.links) {
+      if (topo.link(l).kind != net::LinkKind::kScaleup) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+NcclPrediction predict_nccl(const net::Topology& topo, Op op, Bytes size, const NcclCalibration& cal,
+                            const NcclOptions& options) {
+  const Where w{"", 0, "nccl model"};
+  const int32_t n = topo.num_gpus();
+  if (n < 2) throw InputError(w.with_key("ranks"), fmt::format("needs at least 2 GPUs, the topology has {}", n));
+  const int32_t per_machine = topo.gpus_per_machine();
+  const int32_t g = per_machine > 0 ? per_machine : n;
+  const int32_t nodes = topo.num_machines();
+  const bool p2p = op == Op::kSendRecv || op == Op::kAllToAll;
+  const Algorithm algo = p2p ? Algorithm::kDirect : Algorithm::kRing;
+
+  ProgramOptions po;
+  po.channels = options.channels > 0 ? options.channels : g;
+  po.chunk = options.chunk;
+  po.max_outstanding = options.max_outstanding;
+  po.ranks_per_node = g;
+  po.root = 0;
+  po.peer = 1;
+
+  TopologyPaths routes(topo);
+  std::vector<Protocol> candidates;
+  if (!options.choose_protocol) {
+    candidates.push_back(options.protocol);
+  } else if (p2p) {
+    // NCCL picks the point-to-point protocol by size alone (src/enqueue.cc).
+    const Bytes per_peer = op == Op::kAllToAll ? Bytes(size.count() / n) : size;
+    candidates.push_back(per_peer.count() <= kP2pLLThreshold ? Protocol::kLL : Protocol::kSimple);
+  } else {
+    candidates = {Protocol::kSimple, Protocol::kLL};
+    if (all_hops_scaleup(topo, n)) candidates.push_back(Protocol::kLL128);
+  }
+
+  NcclPrediction best;
+  bool have = false;
+  for (Protocol p : candidates) {
+    const RunResult r = run_protocol(topo, routes, op, algo, size, p, nodes, g, p2p, cal, po);
+    const Time t = r.launch + r.flow.time;
+    if (!have || t < best.time) {
+      best.time = t;
+      best.protocol = p;
+      best.launch = r.launch;
+      best.flow = r.flow;
+      have = true;
+    }
+  }
+  ORRERY_ASSERT(have);
+  return best;
+}
+
+}  // namespace orrery::coll
