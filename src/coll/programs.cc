@@ -174,42 +174,61 @@ std::unique_ptr<Program> make_phased(int32_t n, int32_t g, const ProgramOptions&
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Pipelined trees. Each tree is laid out as a binary heap over positions (parent (i-1)/2); tree 0 maps
-// position i to rank (root + i) mod n; tree 1 (double binary tree) to rank (root + n - 1 - i) mod n,
-// so tree 0's leaves are mostly tree 1's inner nodes (Sanders, Speck & Träff 2009; NCCL's double binary
-// tree). The data is split over the trees, then into chunks. Reduce: a node sends chunk j up once it
-// has chunk j from every child and its previous up-send was delivered. Broadcast: a node forwards
-// chunk j to each child once it has it from its parent and its previous send to that child was
-// delivered (up to max_outstanding chunks in flight per connection). All-reduce = reduce then broadcast,
-// chunk by chunk (the root turns each reduced chunk around).
+// Pipelined trees over explicit shapes. Each tree gives every rank a parent (-1 at the root) and its
+// children; the data is split evenly over the trees, then into chunks. Reduce: a rank sends chunk j
+// to its parent once it has chunk j from every child (up to max_outstanding chunks in flight per
+// connection). Broadcast: a rank forwards chunk j to each child once it has it. All-reduce = reduce,
+// then the root turns each reduced chunk around into the broadcast.
+//
+// Shapes (make_tree_shapes below):
+//  - NCCL's tree (Jeaugey, "Massively Scale Your Deep Learning Training with NCCL 2.4", 2019; NCCL
+//    src/graph/trees.cc): inside each node a chain of its g ranks; between nodes a double binary tree
+//    over the m nodes (tree 0 heap-shaped over node order, tree 1 over the mirrored order, so that a
+//    node that is inner in one is mostly a leaf in the other). Each node joins the node tree through its
+//    chain head; tree 0's chains run up from local rank c, tree 1's down from local rank c-1 (channel c),
+//    so the two trees and the channels leave a node through different GPUs and NICs. One node: a chain.
+//  - Broadcast and reduce use the single tree 0 rooted at the root rank's node.
+struct TreeShape {
+  std::vector<int32_t> parent;                 // per rank, -1 for the root
+  std::vector<std::vector<int32_t>> children;  // per rank
+};
+
 enum class TreeMode { kReduce, kBroadcast, kAllReduce };
 
 class TreeProgram final : public Program {
  public:
-  TreeProgram(int32_t n, int32_t trees, int32_t root, TreeMode mode, Bytes size, Bytes chunk, int32_t max_outstanding)
-      : n_(n), trees_(trees), root_(root), mode_(mode), max_out_(static_cast<uint32_t>(max_outstanding)) {
-    const Bytes per_tree(size.count() / trees_);
+  TreeProgram(int32_t n, std::vector<TreeShape> trees, TreeMode mode, Bytes size, Bytes chunk, int32_t max_outstanding)
+      : n_(n), trees_(std::move(trees)), mode_(mode), max_out_(static_cast<uint32_t>(max_outstanding)) {
+    const int64_t t = static_cast<int64_t>(trees_.size());
+    const Bytes per_tree(size.count() / t);
     chunks_ = static_cast<uint32_t>(chunks_for(per_tree, chunk));
     chunk_size_ = Bytes(std::max<int64_t>(per_tree.count() / chunks_, per_tree.count() > 0 ? 1 : 0));
-    const size_t cells = static_cast<size_t>(n_) * static_cast<size_t>(trees_);
-    up_recv_.assign(cells, std::vector<uint32_t>());
-    for (auto& v : up_recv_) v.assign(static_cast<size_t>(chunks_), 0);
+    const size_t cells = static_cast<size_t>(n_) * trees_.size();
+    up_recv_.assign(cells * chunks_, 0);
     up_sent_.assign(cells, 0);
     up_issued_.assign(cells, 0);
     down_have_.assign(cells, 0);
-    down_sent_.assign(cells * 2, 0);
-    down_issued_.assign(cells * 2, 0);
+    child_offset_.assign(cells + 1, 0);
+    for (size_t tr = 0; tr < trees_.size(); ++tr) {
+      for (int32_t r = 0; r < n_; ++r) {
+        const size_t k = cell(r, static_cast<int32_t>(tr));
+        child_offset_[k + 1] = static_cast<uint32_t>(trees_[tr].children[static_cast<size_t>(r)].size());
+      }
+    }
+    for (size_t k = 0; k < cells; ++k) child_offset_[k + 1] += child_offset_[k];
+    down_sent_.assign(child_offset_[cells], 0);
+    down_issued_.assign(child_offset_[cells], 0);
   }
 
   int32_t ranks() const override { return n_; }
   uint64_t messages_per_rank() const override {
-    const uint64_t c = static_cast<uint64_t>(chunks_) * static_cast<uint64_t>(trees_);
-    return mode_ == TreeMode::kAllReduce ? 3 * c : 2 * c;  // upper bound (inner nodes)
+    const uint64_t c = static_cast<uint64_t>(chunks_) * trees_.size();
+    return mode_ == TreeMode::kAllReduce ? 4 * c : 3 * c;  // upper bound (inner ranks)
   }
 
   void start(int32_t rank, Issuer& out) override {
-    for (int32_t t = 0; t < trees_; ++t) {
-      if (mode_ == TreeMode::kBroadcast && position(rank, t) == 0) down_have_[cell(rank, t)] = static_cast<uint32_t>(chunks_);
+    for (int32_t t = 0; t < static_cast<int32_t>(trees_.size()); ++t) {
+      if (mode_ == TreeMode::kBroadcast && parent(rank, t) < 0) down_have_[cell(rank, t)] = chunks_;
       progress(rank, t, out);
     }
   }
@@ -219,7 +238,7 @@ class TreeProgram final : public Program {
     if (m.up) {
       ++up_sent_[cell(rank, m.tree)];
     } else {
-      ++down_sent_[cell(rank, m.tree) * 2 + child_slot(rank, dst, m.tree)];
+      ++down_sent_[child_offset_[cell(rank, m.tree)] + child_slot(rank, dst, m.tree)];
     }
     progress(rank, m.tree, out);
   }
@@ -227,7 +246,7 @@ class TreeProgram final : public Program {
   void on_receive(int32_t rank, int32_t /*src*/, uint64_t id, Issuer& out) override {
     const Msg m = decode(id);
     if (m.up) {
-      ++up_recv_[cell(rank, m.tree)][static_cast<size_t>(m.chunk)];
+      ++up_recv_[cell(rank, m.tree) * chunks_ + static_cast<size_t>(m.chunk)];
     } else {
       ++down_have_[cell(rank, m.tree)];
     }
@@ -248,71 +267,106 @@ class TreeProgram final : public Program {
     return Msg{static_cast<int32_t>(id >> 41), ((id >> 40) & 1) != 0, static_cast<int64_t>(id & ((uint64_t{1} << 40) - 1))};
   }
   size_t cell(int32_t rank, int32_t tree) const {
-    return static_cast<size_t>(rank) * static_cast<size_t>(trees_) + static_cast<size_t>(tree);
+    return static_cast<size_t>(rank) * trees_.size() + static_cast<size_t>(tree);
   }
-  int32_t position(int32_t rank, int32_t tree) const {
-    const int32_t rel = (rank - root_ + n_) % n_;
-    return tree == 0 ? rel : (n_ - 1 - rel);
+  int32_t parent(int32_t rank, int32_t t) const { return trees_[static_cast<size_t>(t)].parent[static_cast<size_t>(rank)]; }
+  const std::vector<int32_t>& kids(int32_t rank, int32_t t) const {
+    return trees_[static_cast<size_t>(t)].children[static_cast<size_t>(rank)];
   }
-  int32_t rank_at(int32_t pos, int32_t tree) const {
-    const int32_t rel = tree == 0 ? pos : (n_ - 1 - pos);
-    return (root_ + rel) % n_;
-  }
-  // Tree 1's root is position 0 of its own layout, i.e. rank root-1; both trees reduce to and
-  // broadcast from their own root; for reduce/broadcast with one tree the root is `root_`.
-  int32_t num_children(int32_t pos) const {
-    int32_t c = 0;
-    if (2 * pos + 1 < n_) ++c;
-    if (2 * pos + 2 < n_) ++c;
-    return c;
-  }
-  int32_t child_slot(int32_t rank, int32_t child_rank, int32_t tree) const {
-    return position(child_rank, tree) == 2 * position(rank, tree) + 1 ? 0 : 1;
+  uint32_t child_slot(int32_t rank, int32_t child, int32_t t) const {
+    const auto& k = kids(rank, t);
+    return static_cast<uint32_t>(std::find(k.begin(), k.end(), child) - k.begin());
   }
 
   void progress(int32_t rank, int32_t t, Issuer& out) {
     const size_t k = cell(rank, t);
-    const int32_t pos = position(rank, t);
-    const int32_t kids = num_children(pos);
+    const int32_t up = parent(rank, t);
+    const auto& children = kids(rank, t);
+    const auto nkids = static_cast<uint32_t>(children.size());
     const bool reduce = mode_ != TreeMode::kBroadcast;
-    // Up (reduce) sends.
-    if (reduce && pos != 0) {
-      for (uint32_t m = up_issued_[k]; m < chunks_ && m < up_sent_[k] + max_out_ &&
-                                       up_recv_[k][m] >= static_cast<uint32_t>(kids);
+    const auto stream_up = static_cast<uint32_t>(2 * t);
+    const auto stream_down = static_cast<uint32_t>(2 * t + 1);
+    if (reduce && up >= 0) {
+      for (uint32_t m = up_issued_[k]; m < chunks_ && m < up_sent_[k] + max_out_ && up_recv_[k * chunks_ + m] >= nkids;
            m = up_issued_[k]) {
         up_issued_[k] = m + 1;
-        out.send(rank, rank_at((pos - 1) / 2, t), chunk_size_, encode(t, true, m), static_cast<uint32_t>(2 * t));
+        out.send(rank, up, chunk_size_, encode(t, true, m), stream_up);
       }
     }
-    // The root of an all-reduce turns reduced chunks around.
-    if (mode_ == TreeMode::kAllReduce && pos == 0) {
-      uint32_t have = 0;
-      while (have < chunks_ && up_recv_[k][have] >= static_cast<uint32_t>(kids)) ++have;
-      down_have_[k] = std::max(down_have_[k], have);
+    if (mode_ == TreeMode::kAllReduce && up < 0) {
+      uint32_t have = down_have_[k];
+      while (have < chunks_ && up_recv_[k * chunks_ + have] >= nkids) ++have;
+      down_have_[k] = have;
     }
-    // Down (broadcast) sends.
     if (mode_ != TreeMode::kReduce) {
-      for (int32_t slot = 0; slot < kids; ++slot) {
-        const size_t d = k * 2 + static_cast<size_t>(slot);
+      for (uint32_t slot = 0; slot < nkids; ++slot) {
+        const size_t d = child_offset_[k] + slot;
         for (uint32_t m = down_issued_[d]; m < chunks_ && m < down_sent_[d] + max_out_ && down_have_[k] > m;
              m = down_issued_[d]) {
           down_issued_[d] = m + 1;
-          out.send(rank, rank_at(2 * pos + 1 + slot, t), chunk_size_, encode(t, false, m), static_cast<uint32_t>(2 * t + 1));
+          out.send(rank, children[slot], chunk_size_, encode(t, false, m), stream_down);
         }
       }
     }
   }
 
   int32_t n_;
-  int32_t trees_;
-  int32_t root_;
+  std::vector<TreeShape> trees_;
   TreeMode mode_;
   uint32_t max_out_;
   uint32_t chunks_ = 1;
   Bytes chunk_size_;
-  std::vector<std::vector<uint32_t>> up_recv_;
-  std::vector<uint32_t> up_sent_, up_issued_, down_have_, down_sent_, down_issued_;
+  std::vector<uint32_t> up_recv_;  // per (rank, tree, chunk): children heard from
+  std::vector<uint32_t> up_sent_, up_issued_, down_have_;
+  std::vector<uint32_t> child_offset_;  // per (rank, tree): first slot in down_sent_/down_issued_
+  std::vector<uint32_t> down_sent_, down_issued_;
 };
+
+// Heap-shaped binary tree over `count` items listed in `order`: parent of position i is (i-1)/2.
+void heap_links(const std::vector<int32_t>& order, std::vector<int32_t>& parent_of, std::vector<std::vector<int32_t>>& kids_of) {
+  for (size_t i = 1; i < order.size(); ++i) {
+    const int32_t p = order[(i - 1) / 2];
+    parent_of[static_cast<size_t>(order[i])] = p;
+    kids_of[static_cast<size_t>(p)].push_back(order[i]);
+  }
+}
+
+// NCCL-style tree shapes (see above): `trees_per_channel` (1 or 2) trees for each of `channels`,
+// nodes of g consecutive ranks, node-level trees rooted at `root_node`.
+std::vector<TreeShape> make_tree_shapes(int32_t n, int32_t g, int32_t channels, int32_t trees_per_channel, int32_t root_node) {
+  const int32_t m = n / g;
+  std::vector<TreeShape> out;
+  for (int32_t c = 0; c < channels; ++c) {
+    for (int32_t t = 0; t < trees_per_channel; ++t) {
+      TreeShape s;
+      s.parent.assign(static_cast<size_t>(n), -1);
+      s.children.assign(static_cast<size_t>(n), {});
+      // Chain inside each node: order of local ranks from the head down the chain.
+      std::vector<int32_t> local_order(static_cast<size_t>(g));
+      for (int32_t i = 0; i < g; ++i) {
+        local_order[static_cast<size_t>(i)] = t == 0 ? (c + i) % g : ((c + g - 1 - i) % g + g) % g;
+      }
+      for (int32_t node = 0; node < m; ++node) {
+        for (int32_t i = 1; i < g; ++i) {
+          const int32_t child = node * g + local_order[static_cast<size_t>(i)];
+          const int32_t par = node * g + local_order[static_cast<size_t>(i - 1)];
+          s.parent[static_cast<size_t>(child)] = par;
+          s.children[static_cast<size_t>(par)].push_back(child);
+        }
+      }
+      // Node-level binary tree over the chain heads; tree 1 mirrors the node order.
+      std::vector<int32_t> heads(static_cast<size_t>(m));
+      for (int32_t i = 0; i < m; ++i) {
+        const int32_t rel = t == 0 ? i : (m - 1 - i);
+        const int32_t node = (root_node + rel) % m;
+        heads[static_cast<size_t>(i)] = node * g + local_order[0];
+      }
+      heap_links(heads, s.parent, s.children);
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Recursive halving-doubling (Rabenseifner; Thakur et al. 2005), n a power of two. Reduce-scatter by
@@ -513,8 +567,20 @@ std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes si
       const TreeMode mode = op == Op::kAllReduce ? TreeMode::kAllReduce
                             : op == Op::kReduce  ? TreeMode::kReduce
                                                  : TreeMode::kBroadcast;
-      const int32_t trees = op == Op::kAllReduce && n > 2 ? 2 : 1;
-      return std::make_unique<TreeProgram>(n, trees, root, mode, size, o.chunk, o.max_outstanding);
+      const int32_t g = o.ranks_per_node > 0 && n % o.ranks_per_node == 0 ? o.ranks_per_node : n;
+      if (mode == TreeMode::kAllReduce) {
+        // Double binary tree between nodes (one tree when there is a single node), per channel.
+        const int32_t per_channel = n / g > 1 ? 2 : 1;
+        return std::make_unique<TreeProgram>(n, make_tree_shapes(n, g, static_cast<int32_t>(ch), per_channel, 0), mode,
+                                             size, o.chunk, o.max_outstanding);
+      }
+      // Broadcast / reduce: tree 0 of channel 0 rooted at the root rank: its chain starts there.
+      const int32_t root_node = root / g;
+      auto shapes = make_tree_shapes(n, g, 1, 1, root_node);
+      // Re-head the root node's chain at the root rank: rotate its local order to start at root.
+      shapes = make_tree_shapes(n, g, root % g + 1, 1, root_node);
+      shapes.erase(shapes.begin(), shapes.end() - 1);
+      return std::make_unique<TreeProgram>(n, std::move(shapes), mode, size, o.chunk, o.max_outstanding);
     }
     case Algorithm::kHalvingDoubling: {
       if ((n & (n - 1)) != 0) {
