@@ -194,8 +194,8 @@ void run_demo(Context& ctx, const DemoConfig& cfg) {
       "Notes: state = mixed-precision Adam, 16 B/param (ZeRO, SC'20); min GPUs ignore activations and buffers.\n"
       "GPU-hours = tokens x FLOP/token / (MFU x bf16 peak); the MFU is an assumption here, not a prediction.\n"
       "Q3: flow = flow-level max-min simulation of the NCCL-style algorithm on the catalog cluster's rail-optimized\n"
-      "fat tree (link figures from the catalog, latencies from NCCL's cost model; docs/topology.md); not yet\n"
-      "calibrated for protocol efficiency (docs/collectives.md).\n";
+      "fat tree (link figures from the catalog, latencies from NCCL's cost model; docs/topology.md), without\n"
+      "NCCL protocol efficiencies (docs/collectives_validation.md has the calibrated model).\n";
 
   io::write_file_atomic(cfg.out + "/models.csv", mt.to_csv());
   io::write_file_atomic(cfg.out + "/gpus.csv", gt.to_csv());

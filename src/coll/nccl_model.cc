@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <deque>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -77,7 +79,8 @@ double LinkEfficiency::of(const net::Topology& topo, net::LinkId id) const {
     case net::LinkKind::kScaleup: return scaleup;
     case net::LinkKind::kPcie: return pcie;
     case net::LinkKind::kNetwork: {
-      const bool switches = topo.node(l.src).kind == net::NodeKind::kSwitch && topo.node(l.dst).kind == net::NodeKind::kSwitch;
+      const bool switches =
+          topo.node(l.src).kind == net::NodeKind::kSwitch && topo.node(l.dst).kind == net::NodeKind::kSwitch;
       return switches ? fabric : network;
     }
   }
@@ -103,19 +106,30 @@ NcclCalibration vidur_a100_calibration() {
   // = 16 x 120 / 80 = 24 GB/s (src/graph/topo.cc ncclTopoAddPci), / 32 GB/s raw.
   c.collective.pcie = 24.0 / 32.0;
   c.p2p.pcie = 24.0 / 32.0;
-  // a100_dgx/all_reduce.csv (2,1): B = 5.944 GB/s; a100_dgx/send_recv.csv (2,1): B = 7.773 GB/s; both
-  // / 25 GB/s (the HDR NIC of a DGX A100; vidur's testbed NIC is not documented, see the doc).
-  c.collective.network = 5.944 / 25.0;
+  // a100_dgx/send_recv.csv (2,1): B = 7.773 GB/s, / 25 GB/s (the HDR NIC of a DGX A100; vidur's testbed
+  // NIC is not documented and runs at a third of that: see the doc). Collectives get the same link rate;
+  // their lower rate (all_reduce (2,1): 5.94 GB/s) comes from network_window below.
+  c.collective.network = 7.773 / 25.0;
   c.p2p.network = 7.773 / 25.0;
   // Switch-to-switch links carry InfiniBand packets: 4096-byte MTU, 26 bytes of LRH, BTH, ICRC and VCRC.
   c.collective.fabric = kInfinibandPacketEfficiency;
   c.p2p.fabric = kInfinibandPacketEfficiency;
   // all_reduce (2,2) intercept 42.90 us = overhead + baseLat(Simple) 8.4 + 2 hwLat(NVLink, Simple) 3.4.
-  c.collective_overhead = Time::ns(27700);
+  c.collective_overhead = Time::ns(27696);
   // send_recv (2,2) intercept 10.19 us = overhead + one hwLat(NVLink, Simple) 3.4.
-  c.p2p_overhead = Time::ns(6790);
-  // all_reduce (2,1) intercept 78.50 us = 27.70 + 8.4 + 2 (14.0 + extra): extra = 7.20 us per network hop.
-  c.network_hop_extra = Time::ns(7200);
+  c.p2p_overhead = Time::ns(6786);
+  // send_recv (2,1) intercept 29.18 us = 6.79 + hwLat(NET, Simple) 14.0 + extra: extra = 8.39 us.
+  c.network_hop_extra = Time::ns(8395);
+  // NCCL's network post overhead on AMD CPUs (a DGX A100 has two AMD EPYC 7742).
+  c.net_post_overhead = Time::us(2);
+  // One chunk in flight per network connection: each 512 KiB chunk then costs 22.4 us + 512 KiB / 7.773
+  // GB/s, i.e. 5.82 GB/s for the ring all-reduce over two nodes, against 5.94 GB/s measured
+  // (all_reduce (2,1), not used for this): the serial per-chunk cost explains why collectives run
+  // slower than send/recv on this network.
+  c.network_window = 1;
+  // all_reduce (2,1): the remaining fixed cost, fit through the flow model (weighted mean residual over
+  // sizes >= 1 MiB, relative weights), a per-collective cost of going through the network proxies.
+  c.multinode_overhead = Time::ns(6071);
   return c;
 }
 
@@ -171,15 +185,26 @@ class CalibratedPaths final : public PathProvider {
   Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override {
     inner_.path(src, dst, flow_key, out);
     if (out.empty()) return Time::zero();
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
-    auto it = class_.find(key);
-    if (it == class_.end()) it = class_.emplace(key, classify(topo_, out)).first;
-    switch (it->second) {
+    switch (hop_class(src, dst, out)) {
       case HopClass::kScaleup: return hops_.scaleup;
       case HopClass::kPcie: return hops_.pcie;
       case HopClass::kNetwork: return hops_.network;
     }
     return hops_.network;
+  }
+
+  // The latency class of the route src -> dst (`route`: its links, or empty to look them up).
+  HopClass hop_class(int32_t src, int32_t dst, std::vector<net::LinkUse> route = {}) {
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+    auto it = class_.find(key);
+    if (it == class_.end()) {
+      if (route.empty()) {
+        const uint64_t flow_key = key;  // the executor's flow key for the pair
+        inner_.path(src, dst, flow_key, route);
+      }
+      it = class_.emplace(key, classify(topo_, route)).first;
+    }
+    return it->second;
   }
 
   std::vector<Bandwidth> capacities() const override {
@@ -199,6 +224,98 @@ class CalibratedPaths final : public PathProvider {
   std::unordered_map<uint64_t, HopClass> class_;
 };
 
+// Decorates a program: a message on a connection (src, dst, stream) for which `limited(src, dst)` is
+// true waits until fewer than `window` messages of that connection are in flight; waiting messages
+// leave in the order the program issued them, and their latency starts when they leave. The program
+// itself is unchanged and keeps its own limits.
+class WindowedProgram final : public Program {
+ public:
+  WindowedProgram(Program& inner, std::function<bool(int32_t, int32_t)> limited, int32_t window)
+      : inner_(inner), limited_(std::move(limited)), window_(window) {}
+
+  int32_t ranks() const override { return inner_.ranks(); }
+  uint64_t messages_per_rank() const override { return inner_.messages_per_rank(); }
+  void start(int32_t rank, Issuer& out) override {
+    Gate gate(*this, out);
+    inner_.start(rank, gate);
+  }
+  void on_send_done(int32_t rank, int32_t dst, uint64_t id, Issuer& out) override {
+    const auto s = stream_of_.find(sent_key(rank, dst, id));
+    if (s != stream_of_.end()) {
+      const uint32_t stream = s->second;
+      stream_of_.erase(s);
+      Conn& c = conns_[conn_key(rank, dst, stream)];
+      --c.in_flight;
+      while (c.in_flight < window_ && !c.waiting.empty()) {
+        const Waiting m = c.waiting.front();
+        c.waiting.pop_front();
+        issue(c, rank, dst, m.size, m.id, stream, out);
+      }
+    }
+    Gate gate(*this, out);
+    inner_.on_send_done(rank, dst, id, gate);
+  }
+  void on_receive(int32_t rank, int32_t src, uint64_t id, Issuer& out) override {
+    Gate gate(*this, out);
+    inner_.on_receive(rank, src, id, gate);
+  }
+
+ private:
+  struct Waiting {
+    Bytes size;
+    uint64_t id;
+  };
+  struct Conn {
+    int32_t in_flight = 0;
+    std::deque<Waiting> waiting;
+  };
+  static uint64_t conn_key(int32_t src, int32_t dst, uint32_t stream) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 40) |
+           (static_cast<uint64_t>(static_cast<uint32_t>(dst)) << 16) | (stream & 0xFFFFu);
+  }
+  // Message ids are unique per sender and destination while in flight.
+  static std::pair<uint64_t, uint64_t> sent_key(int32_t src, int32_t dst, uint64_t id) {
+    return {(static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst), id};
+  }
+  struct PairHash {
+    size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
+      return std::hash<uint64_t>()(k.first * 0x9E3779B97F4A7C15ull ^ k.second);
+    }
+  };
+  void issue(Conn& c, int32_t src, int32_t dst, Bytes size, uint64_t id, uint32_t stream, Issuer& out) {
+    ++c.in_flight;
+    stream_of_[sent_key(src, dst, id)] = stream;
+    out.send(src, dst, size, id, stream);
+  }
+
+  class Gate final : public Issuer {
+   public:
+    Gate(WindowedProgram& w, Issuer& out) : w_(w), out_(out) {}
+    void send(int32_t src, int32_t dst, Bytes size, uint64_t id, uint32_t stream) override {
+      if (!w_.limited_(src, dst)) {
+        out_.send(src, dst, size, id, stream);
+        return;
+      }
+      Conn& c = w_.conns_[conn_key(src, dst, stream)];
+      if (c.in_flight < w_.window_ && c.waiting.empty()) {
+        w_.issue(c, src, dst, size, id, stream, out_);
+      } else {
+        c.waiting.push_back(Waiting{size, id});
+      }
+    }
+
+   private:
+    WindowedProgram& w_;
+    Issuer& out_;
+  };
+
+  Program& inner_;
+  std::function<bool(int32_t, int32_t)> limited_;
+  int32_t window_;
+  std::unordered_map<uint64_t, Conn> conns_;
+  std::unordered_map<std::pair<uint64_t, uint64_t>, uint32_t, PairHash> stream_of_;
+};
+
 struct RunResult {
   Time launch;
   ExecutionStats flow;
@@ -209,21 +326,25 @@ RunResult run_protocol(const net::Topology& topo, TopologyPaths& routes, Op op, 
                        const ProgramOptions& po) {
   const ProtocolConstants k = nccl_protocol_constants(p, op, nodes, g);
   // NCCL (tuning.cc): "Inter-node rings still have to launch nsteps * net overhead": on rings that span
-  // nodes every intra-node step costs at least the network post overhead (1 us Intel, 2 us AMD CPUs;
-  // x3 for Simple). The testbeds here are AMD (DGX A100) or treated alike: 2 us.
+  // machines every intra-node step costs at least the network post overhead, x3 for Simple.
   Time scaleup_hop = k.hop_scaleup;
-  if (nodes > 1 && !p2p) {
-    const Time net_overhead = Time::ns(p == Protocol::kSimple ? 6000 : 2000);
-    scaleup_hop = std::max(scaleup_hop, net_overhead);
-  }
+  if (nodes > 1 && !p2p) scaleup_hop = std::max(scaleup_hop, cal.net_post_overhead * (p == Protocol::kSimple ? 3 : 1));
   const CalibratedPaths::Hops hops{scaleup_hop, k.hop_pcie, k.hop_network + cal.network_hop_extra};
   CalibratedPaths paths(topo, routes, p2p ? cal.p2p : cal.collective, k.bandwidth_factor, hops);
   des::Engine engine;
   net::FlowNetwork network(engine, paths.capacities());
   auto program = make_program(op, algo, topo.num_gpus(), size, po);
   RunResult r;
-  r.flow = execute(*program, engine, network, paths);
+  if (!p2p && cal.network_window > 0 && nodes > 1) {
+    WindowedProgram windowed(
+        *program, [&paths](int32_t src, int32_t dst) { return paths.hop_class(src, dst) == HopClass::kNetwork; },
+        cal.network_window);
+    r.flow = execute(windowed, engine, network, paths);
+  } else {
+    r.flow = execute(*program, engine, network, paths);
+  }
   r.launch = p2p ? cal.p2p_overhead : cal.collective_overhead + k.base_latency;
+  if (!p2p && nodes > 1) r.launch += cal.multinode_overhead;
   return r;
 }
 

@@ -3,36 +3,41 @@
 //
 // Model card
 //   What: t = launch(op, protocol) + T_flow, where T_flow is the flow-level execution of NCCL's ring
-//         (collectives) or of one message (send/recv) over `topo`, with
-//           - every link's capacity multiplied by an efficiency for its kind (scale-up, PCIe, network)
-//             and traffic class (collective or point-to-point): the fraction of the raw per-direction
-//             bandwidth that NCCL's Simple protocol turns into payload;
-//           - every message delayed by a per-step hop latency chosen by the slowest link kind on its
-//             route (NCCL's hwLat table, plus a testbed term on network hops);
-//           - a protocol (LL, LL128, Simple) that scales the bandwidth and sets the latencies; NCCL's
-//             tuner picks the protocol with the smallest estimated time, and so do we, evaluating each
-//             enabled protocol with the flow model.
-//         launch = NCCL's baseLat for the protocol (collectives) plus a per-call overhead of the host
-//         and of the measurement harness (a calibration constant).
-//   Equations (a ring of n ranks, one machine, per-rank effective bandwidth B = eff * raw):
-//         t ~ overhead + baseLat(p) + 2(n-1) hwLat(kind, p) + 2(n-1)/n S / (B phi(p))
-//         where phi(Simple) = 1, phi(LL128) = 0.92 (0.7 with one rank per node), phi(LL) = 1/4
-//         (all-reduce, reduce, or several nodes; 1/3 otherwise): NVIDIA/nccl src/graph/tuning.cc.
-//         The flow model adds what the formula leaves out: pipelining over chunks, contention, and
-//         which NIC each channel leaves through.
-//   Assumptions: NCCL's ring for every collective (its trees, NVLS and CollNet are not modelled);
-//         send/recv is one message from rank 0 to rank 1 with protocol LL up to 16 KiB
+//         (collectives) or of direct messages (send/recv, all-to-all) over `topo`, with
+//           - every link's capacity multiplied by an efficiency for its kind (scale-up, PCIe, NIC port,
+//             switch fabric) and traffic class (collective or point-to-point): the fraction of the raw
+//             per-direction bandwidth that NCCL turns into payload on that system;
+//           - every message delayed by a per-step hop latency set by the slowest link kind on its route
+//             (NCCL's hwLat table; plus a system term on network hops; on rings that span machines every
+//             NVLink step costs at least NCCL's network post overhead);
+//           - optionally (network_window), at most w messages in flight per network connection, so that
+//             each chunk pays the hop latency in series: a per-chunk cost that pipelining cannot hide;
+//           - a protocol (LL, LL128, Simple) that scales the bandwidth (phi) and sets the latencies.
+//             NCCL's tuner picks the protocol its cost model finds fastest; we evaluate every enabled
+//             protocol with the flow model and keep the fastest.
+//         launch = NCCL's baseLat (collectives) + a per-call overhead (host launch and measurement
+//         harness; larger when the collective spans machines).
+//   Equations (a ring of n ranks in one machine, per-rank effective bandwidth B = eff x raw):
+//         t ~ overhead + baseLat(p) + 2(n-1) hwLat(kind, p) + 2(n-1)/n S / (B phi(p)),
+//         phi(Simple) = 1, phi(LL128) = 0.92 (0.7 with one rank per node), phi(LL) = 1/4 (all-reduce,
+//         reduce, or several nodes; else 1/3): NVIDIA/nccl src/graph/tuning.cc. With a window of 1 on a
+//         network hop of latency h and rate b, each chunk c costs h + c/b: a ring all-reduce over two
+//         single-GPU machines runs at 1 / (h/c + 1/b). The flow model adds pipelining over chunks,
+//         contention, and which NIC each channel leaves through (channel c crosses at local GPU c-1).
+//   Assumptions: NCCL's ring for every collective but all-to-all (its trees, NVLS and CollNet are not
+//         modelled); send/recv is one message from rank 0 to rank 1, with LL up to 16 KiB
 //         (NCCL_P2P_LL_THRESHOLD) and Simple above; LL128 is enabled only on rings whose every hop is
-//         scale-up (NCCL enables it on NVLink paths, and across nodes only with a GPUDirect RDMA path,
-//         which we do not assume); the reduction itself costs nothing beyond the efficiency.
-//   Range of validity: calibrated on A100 (NVLink 3 through NVSwitch, and PCIe Gen4) between 1 MiB and
-//         64 MiB (512 MiB for the pairwise node): see docs/collectives_validation.md for the protocol,
-//         the errors per configuration, and what the model gets wrong.
-//   Parameters: NcclCalibration below; each constant cites its source or the fit that produced it.
+//         scale-up (NCCL needs NVLink, and across machines a GPUDirect RDMA path, not assumed); the
+//         reduction costs nothing beyond the efficiency; channels = GPUs per machine.
+//   Range of validity: calibrated on A100 (NVLink 3 through NVSwitch, PCIe Gen4) from 1 MiB to 64 MiB
+//         (512 MiB on the pairwise node); docs/collectives_validation.md gives the protocol, the error of
+//         every measured configuration, and what the model gets wrong.
+//   Parameters: NcclCalibration; each constant of the two calibrations cites its source or its fit
+//         (nccl_model.cc).
 //   Citations: NVIDIA/nccl src/graph/tuning.cc (baseLat, hwLat, protocol factors; commit b6475625),
-//         src/graph/topo.h and topo.cc (per-link NVLink and PCIe bandwidths NCCL assumes);
-//         nccl-tests doc/PERFORMANCE.md (algbw, busbw); vidur (Agrawal et al., MLSys 2024) for the
-//         A100 measurements.
+//         src/graph/topo.h, topo.cc (the per-link NVLink and PCIe bandwidths NCCL assumes),
+//         src/enqueue.cc (P2P LL threshold); nccl-tests doc/PERFORMANCE.md (algbw, busbw); vidur
+//         (Agrawal et al., MLSys 2024) for the A100 measurements.
 #pragma once
 
 #include <cstdint>
@@ -77,11 +82,19 @@ struct LinkEfficiency {
 struct NcclCalibration {
   std::string name;
   std::string source;          // one line: where the numbers come from
-  LinkEfficiency collective;   // every op but send/recv
-  LinkEfficiency p2p;          // send/recv
+  LinkEfficiency collective;   // ring collectives
+  LinkEfficiency p2p;          // send/recv and all-to-all (grouped sends in NCCL)
   Time collective_overhead;    // per collective call, added to NCCL's baseLat (host launch, harness)
+  Time multinode_overhead;     // added to collective_overhead when the collective spans machines
   Time p2p_overhead;           // per send/recv call (NCCL has no baseLat for point-to-point)
   Time network_hop_extra;      // added to NCCL's hwLat on every hop that crosses the network
+  // NCCL's network post overhead (tuning.cc getNetOverhead: 1 us on Intel CPUs, 2 us on AMD; x3 for
+  // Simple): the least an NVLink step costs on a ring that spans machines.
+  Time net_post_overhead = Time::us(1);
+  // Messages a collective keeps in flight per connection whose route crosses the network; 0: no limit
+  // beyond the program's own (NcclOptions::max_outstanding). 1 makes every chunk pay the hop latency
+  // in series (see vidur_a100_calibration()).
+  int32_t network_window = 0;
 };
 
 // vidur's A100 testbed (shared/data/profiles/vidur/network), fit on its two-rank measurements
@@ -94,7 +107,7 @@ NcclCalibration nccl_tests_calibration();
 struct NcclOptions {
   bool choose_protocol = true;        // false: use `protocol`
   Protocol protocol = Protocol::kSimple;
-  int32_t channels = 0;               // 0: GPUs per machine (NCCL leaves each node through as many NICs)
+  int32_t channels = 0;               // 0: GPUs per machine (a ring leaves each machine through every NIC)
   Bytes chunk = Bytes::KiB(512);      // NCCL Simple: 4 MiB buffer / 8 steps
   int32_t max_outstanding = 8;        // NCCL_STEPS
 };
@@ -107,8 +120,8 @@ struct NcclPrediction {
 };
 
 // Predicts `op` of `size` (nccl-tests convention, coll/collective.h) over every GPU of `topo`, ranks
-// in GPU order, with NCCL's ring (send/recv: rank 0 to rank 1). Throws InputError when the topology
-// has fewer than 2 GPUs or the op has no ring (all-to-all).
+// in GPU order: NCCL's ring for collectives, direct messages for all-to-all, rank 0 to rank 1 for
+// send/recv. Throws InputError when the topology has fewer than 2 GPUs.
 NcclPrediction predict_nccl(const net::Topology& topo, Op op, Bytes size, const NcclCalibration& cal,
                             const NcclOptions& options = {});
 
