@@ -232,18 +232,13 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
   return s;
 }
 
-// Schedules the link events of `s` on `engine`.
-void schedule_link_events(const Setup& s, des::Engine& engine, net::FlowNetwork& network) {
-  for (const Setup::LinkEvent& e : s.link_events) {
-    const Bandwidth full = s.topo.link(e.link).bandwidth;
-    engine.schedule_at(e.at, [&network, e, full](des::Engine&) { network.set_capacity(e.link, full * e.factor); });
-  }
-}
-
 Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observer = {}) {
   coll::ExecutionOptions xo;
   xo.observer = observer;
   xo.ranks = s.rank_model;
+  for (const Setup::LinkEvent& e : s.link_events) {
+    xo.link_events.push_back(coll::LinkEvent{e.at, e.link, s.topo.link(e.link).bandwidth * e.factor});
+  }
   Outcome o;
   o.algo = s.algo == coll::Algorithm::kAuto ? coll::choose_algorithm(s.op, size, s.ab) : s.algo;
   const auto t0 = std::chrono::steady_clock::now();
@@ -266,7 +261,6 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
       des::Engine e2;
       net::FlowNetwork n2(e2, paths.capacities());
       auto p2 = coll::make_program(s.op, o.algo, s.ranks, size, s.options);
-      schedule_link_events(s, e2, n2);
       o.stats = coll::execute(*p2, e2, n2, paths, xo);
     }
     o.time = o.stats.time;
@@ -333,6 +327,7 @@ void run_collective(Context& ctx, const NetArgs& a) {
                    {"events", o.stats.events},
                    {"solves", o.stats.solves},
                    {"peak_flows", o.stats.peak_flows},
+                   {"reroutes", o.stats.reroutes},
                    {"symmetric_ranks", o.symmetric_ranks > 0 ? Json(o.symmetric_ranks) : Json(nullptr)},
                    {"simulation_wall_s", o.wall_s},
                    {"trace", a.trace.empty() ? Json(nullptr) : Json(a.trace)},
@@ -347,6 +342,7 @@ void run_collective(Context& ctx, const NetArgs& a) {
   if (s.model == Model::kFlow) {
     ctx.out << fmt::format("{} flows, {} events, {} max-min solves, peak {} flows in flight; simulated in {:.3f} s\n",
                            o.stats.messages, o.stats.events, o.stats.solves, o.stats.peak_flows, o.wall_s);
+    if (o.stats.reroutes > 0) ctx.out << fmt::format("{} flows rerouted around failed links\n", o.stats.reroutes);
     if (o.symmetric_ranks > 0) {
       ctx.out << fmt::format("symmetric run: {} of {} ranks simulated, each flow standing for its {} machine translates\n",
                              o.symmetric_ranks, s.ranks, s.ranks / o.symmetric_ranks);
@@ -417,7 +413,8 @@ void add_common(CLI::App* cmd, NetArgs& a) {
       ->type_name("RANK:FACTOR");
   cmd->add_option("--local-bw", a.local_bw, "local processing bandwidth used with --slow-gpu")->capture_default_str();
   cmd->add_option("--link-event", a.link_events,
-                  "TIME,SRC->DST,FACTOR: from TIME the link runs at FACTOR x its bandwidth (0 = down, 1 = back up); repeatable")
+                  "TIME,SRC->DST,FACTOR: from TIME the link runs at FACTOR x its bandwidth (0 = down: its flows reroute when "
+                  "another path exists; 1 = back up); repeatable")
       ->type_name("T,A->B,F");
   cmd->add_option("--symmetry", a.symmetry,
                   "auto: simulate one machine's ranks when topology and algorithm are shift-symmetric (exact); off: every rank")

@@ -101,6 +101,24 @@ class Runner final : public Issuer, public net::FlowListener {
 
   const net::LinkOrbits* orbits_ = nullptr;
   bool asymmetric = false;
+  uint64_t reroutes = 0;
+
+  // A link changed capacity: apply it; on a failure, move the flows crossing it to new paths with the
+  // bytes they had left (they pay the new path's latency again).
+  void apply(const LinkEvent& e) {
+    net_.set_capacity(e.link, e.capacity);
+    const bool down = e.capacity.bytes_per_second() == 0;
+    paths_.set_link_down(e.link, down);
+    if (!down) return;
+    for (const net::FlowNetwork::Aborted& a : net_.abort_flows_on(e.link)) {
+      const Message& m = messages_[a.tag];
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(m.src)) << 32) | static_cast<uint32_t>(m.dst);
+      const Time latency = paths_.path(m.src, m.dst, key, scratch_);
+      if (!rank_links_.empty()) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(m.src)], 1});
+      ++reroutes;
+      net_.start_flow(scratch_, latency, a.remaining, this, a.tag);
+    }
+  }
 
   // True when every translate (src + t p, dst + t p) routes over the same link orbits, in order, as
   // (src, dst) does; checked once per pair.
@@ -208,6 +226,9 @@ std::optional<ExecutionStats> run(Program& program, des::Engine& engine, net::Fl
   Runner runner(program, net, paths, options);
   runner.engine_ = &engine;
   runner.orbits_ = orbits;
+  for (const LinkEvent& e : options.link_events) {
+    engine.schedule_at(e.at, [&runner, e](des::Engine&) { runner.apply(e); }, des::Priority::kNetwork);
+  }
   if (options.ranks.local_bandwidth.bytes_per_second() > 0) {
     for (int32_t r = 0; r < program.ranks(); ++r) runner.rank_links_.push_back(net.add_link(options.ranks.capacity(r)));
   }
@@ -220,6 +241,7 @@ std::optional<ExecutionStats> run(Program& program, des::Engine& engine, net::Fl
   s.time = (s.messages == 0 ? start : runner.last()) - start;
   s.events = engine.events_processed() - events0;
   s.solves = net.solves() - solves0;
+  s.reroutes = runner.reroutes;
   return s;
 }
 }  // namespace
@@ -233,7 +255,8 @@ std::optional<ExecutionStats> execute_symmetric(Program& program, des::Engine& e
                                                 PathProvider& paths, const net::LinkOrbits& orbits,
                                                 const ExecutionOptions& options) {
   ORRERY_CHECK(program.shift_equivariant(orbits.rank_period));
-  ORRERY_CHECK(options.ranks.slowdown.empty() && options.ranks.local_bandwidth.bytes_per_second() == 0);
+  ORRERY_CHECK(options.ranks.slowdown.empty() && options.ranks.local_bandwidth.bytes_per_second() == 0 &&
+               options.link_events.empty());
   return run(program, engine, net, paths, &orbits, options);
 }
 

@@ -28,6 +28,8 @@ class PathProvider {
   virtual Time peek_path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) {
     return path(src, dst, flow_key, out);
   }
+  // Marks a link down (or back up); later paths avoid down links when another path exists.
+  virtual void set_link_down(net::LinkId /*link*/, bool /*down*/) {}
   // The capacities of the links the paths refer to, for building the FlowNetwork.
   virtual std::vector<Bandwidth> capacities() const = 0;
 };
@@ -54,6 +56,7 @@ struct ExecutionStats {
   uint64_t events = 0;      // engine events processed
   uint64_t solves = 0;      // max-min re-solves
   size_t peak_flows = 0;    // most flows in flight at once
+  uint64_t reroutes = 0;    // flows moved off failed links
 };
 
 // One delivered message, for traces.
@@ -79,9 +82,19 @@ struct RankModel {
   Bandwidth capacity(int32_t rank) const;
 };
 
+// A link that changes capacity at a time: a slowdown (0 < capacity < nominal), a failure (capacity 0:
+// the flows on it are rerouted onto other paths when the PathProvider has one, else they stall), or a
+// repair (back to nominal; flows already rerouted stay where they are, new ones may use it again).
+struct LinkEvent {
+  Time at;
+  net::LinkId link = -1;
+  Bandwidth capacity;
+};
+
 struct ExecutionOptions {
   MessageObserver observer;  // sees every delivered message in delivery order
   RankModel ranks;
+  std::vector<LinkEvent> link_events;
 };
 
 // Runs `program` from engine.now() until it has no messages in flight. `net` must have been built from
@@ -99,7 +112,7 @@ ExecutionStats execute(Program& program, des::Engine& engine, net::FlowNetwork& 
 // (ECMP that spreads translates over different spines fails the check). Returns nullopt when the check
 // fails; the caller then runs execute() on a fresh engine and network.
 // stats.messages and stats.bytes count the simulated (representative) messages only. The rank model
-// breaks the symmetry: REQUIRES options.ranks off (zero local_bandwidth, no slowdowns).
+// breaks the symmetry: REQUIRES options.ranks off (zero local_bandwidth, no slowdowns) and no link events.
 std::optional<ExecutionStats> execute_symmetric(Program& program, des::Engine& engine, net::FlowNetwork& net,
                                                 PathProvider& paths, const net::LinkOrbits& orbits,
                                                 const ExecutionOptions& options = {});

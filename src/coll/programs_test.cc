@@ -4,6 +4,8 @@
 
 #include "coll/alpha_beta.h"
 #include "coll/executor.h"
+#include "coll/topology_paths.h"
+#include "net/topology_builders.h"
 
 namespace orrery::coll {
 namespace {
@@ -220,6 +222,51 @@ TEST(LinkEvents, AFailedLinkStallsTheCollectiveUntilItReturns) {
   engine.schedule_at(Time::us(4003), [&](des::Engine&) { net.set_capacity(0, Bandwidth(50e9)); });
   auto program = make_program(Op::kSendRecv, Algorithm::kDirect, 2, Bytes(100'000'000), {});
   EXPECT_EQ(execute(*program, engine, net, paths).time, Time::us(5003));
+}
+
+TEST(LinkEvents, AFailedLinkReroutesItsFlowsOntoTheOtherPath) {
+  // g0 and g1 joined through two switches, each hop 50 GB/s and 1 us (path latency 2 us). Send 100 MB:
+  // alone it takes 2 us + 2 ms. The route goes through one switch; its first hop fails at 1.002 ms,
+  // when 50 MB have arrived. The flow moves to the other switch with its 50 MB left, pays the 2 us
+  // latency again and drains in 1 ms: it ends at 1.002 + 0.002 + 1.000 = 2.004 ms.
+  const net::Topology topo = net::parse_edge_list(
+      "gpu g0 machine=0\ngpu g1 machine=1\nswitch s1\nswitch s2\n"
+      "link g0 s1 bw=50GB/s lat=1us duplex kind=network\nlink s1 g1 bw=50GB/s lat=1us duplex kind=network\n"
+      "link g0 s2 bw=50GB/s lat=1us duplex kind=network\nlink s2 g1 bw=50GB/s lat=1us duplex kind=network\n",
+      "two-switches.topo");
+  TopologyPaths paths(topo);
+  std::vector<net::LinkUse> route;
+  paths.path(0, 1, 1, route);  // the executor's ECMP key for a message 0 -> 1 is (0 << 32) | 1
+  ASSERT_EQ(route.size(), 2u);
+  des::Engine engine;
+  net::FlowNetwork net(engine, paths.capacities());
+  auto program = make_program(Op::kSendRecv, Algorithm::kDirect, 2, Bytes(100'000'000), {});
+  ExecutionOptions x;
+  x.link_events.push_back(LinkEvent{Time::us(1002), route[0].link, Bandwidth(0)});
+  const ExecutionStats s = execute(*program, engine, net, paths, x);
+  EXPECT_EQ(s.time, Time::us(2004));
+  EXPECT_EQ(s.reroutes, 1u);
+}
+
+TEST(LinkEvents, WithoutAnotherPathTheFlowStallsUntilRepair) {
+  // The same transfer on a single-switch path: down from 1.002 ms to 3.002 ms stalls it for 2 ms,
+  // and it ends at 4.002 ms; nothing is rerouted.
+  const net::Topology topo = net::parse_edge_list(
+      "gpu g0 machine=0\ngpu g1 machine=1\nswitch s1\n"
+      "link g0 s1 bw=50GB/s lat=1us duplex kind=network\nlink s1 g1 bw=50GB/s lat=1us duplex kind=network\n",
+      "one-switch.topo");
+  TopologyPaths paths(topo);
+  std::vector<net::LinkUse> route;
+  paths.path(0, 1, 1, route);
+  des::Engine engine;
+  net::FlowNetwork net(engine, paths.capacities());
+  auto program = make_program(Op::kSendRecv, Algorithm::kDirect, 2, Bytes(100'000'000), {});
+  ExecutionOptions x;
+  x.link_events.push_back(LinkEvent{Time::us(1002), route[0].link, Bandwidth(0)});
+  x.link_events.push_back(LinkEvent{Time::us(3002), route[0].link, Bandwidth(50e9)});
+  const ExecutionStats s = execute(*program, engine, net, paths, x);
+  EXPECT_EQ(s.time, Time::us(4002));
+  EXPECT_EQ(s.reroutes, 1u);  // moved onto the only (dead) path again, where it waits
 }
 
 TEST(FlowPrograms, BadParametersAreInputErrors) {

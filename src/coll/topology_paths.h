@@ -19,8 +19,14 @@ class TopologyPaths final : public PathProvider {
   Time path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override;
   Time peek_path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) override;
   std::vector<Bandwidth> capacities() const override;
+  // With links down, routes come from a breadth-first search that skips them (fewest hops; ties by
+  // link order), and the route cache starts afresh whenever the set of down links changes.
+  void set_link_down(net::LinkId link, bool down) override;
 
  private:
+  Time search_avoiding_down(int32_t src, int32_t dst, std::vector<net::LinkUse>& out) const;
+  std::vector<uint8_t> down_;
+  size_t down_count_ = 0;
   struct Cached {
     std::vector<net::LinkUse> links;
     Time latency;

@@ -1,5 +1,6 @@
 #include "net/flow_network.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/assert.h"
@@ -34,10 +35,12 @@ void FlowNetwork::start_flow(std::span<const LinkUse> path, Time latency, Bytes 
   if (free_pending_.empty()) {
     slot = pending_.size();
     pending_.push_back(std::move(p));
+    pending_live_.push_back(1);
   } else {
     slot = free_pending_.back();
     free_pending_.pop_back();
     pending_[slot] = std::move(p);
+    pending_live_[slot] = 1;
   }
   engine_.schedule_after(latency, this, slot, des::Priority::kNetwork);
 }
@@ -48,6 +51,11 @@ void FlowNetwork::on_event(des::Engine& /*engine*/, uint64_t tag) {
     if (dirty_) resolve();
     return;
   }
+  if (pending_live_[tag] == 0) {  // aborted while in its latency phase
+    free_pending_.push_back(tag);
+    return;
+  }
+  pending_live_[tag] = 0;
   Pending p = std::move(pending_[tag]);
   free_pending_.push_back(tag);
   inject(std::move(p));
@@ -68,6 +76,7 @@ void FlowNetwork::inject(Pending&& p) {
     }, des::Priority::kNetwork);
     return;
   }
+  std::vector<LinkUse> kept = p.path;
   const FlowId id = solver_.add_flow(FlowSpec{std::move(p.path), p.weight, p.rate_cap});
   if (static_cast<size_t>(id) >= records_.size()) records_.resize(static_cast<size_t>(id) + 1);
   Record& r = records_[static_cast<size_t>(id)];
@@ -78,8 +87,33 @@ void FlowNetwork::inject(Pending&& p) {
   r.size = p.size;
   r.listener = p.listener;
   r.tag = p.tag;
+  r.path = std::move(kept);
   ++r.version;
   mark_dirty();
+}
+
+std::vector<FlowNetwork::Aborted> FlowNetwork::abort_flows_on(LinkId link) {
+  std::vector<Aborted> out;
+  const Time now = engine_.now();
+  auto crosses = [link](const std::vector<LinkUse>& path) {
+    return std::any_of(path.begin(), path.end(), [link](const LinkUse& u) { return u.link == link; });
+  };
+  for (size_t id = 0; id < records_.size(); ++id) {
+    const auto fid = static_cast<FlowId>(id);
+    if (!solver_.active(fid) || !crosses(records_[id].path)) continue;
+    Record& r = records_[id];
+    const double left = std::max(0.0, r.remaining - r.rate * (now - r.anchor).to_seconds());
+    out.push_back(Aborted{r.listener, r.tag, Bytes::from_double(std::ceil(left))});
+    solver_.remove_flow(fid);
+    ++r.version;
+  }
+  for (size_t slot = 0; slot < pending_.size(); ++slot) {
+    if (pending_live_[slot] == 0 || !crosses(pending_[slot].path)) continue;
+    pending_live_[slot] = 0;  // its injection event will find it dead
+    out.push_back(Aborted{pending_[slot].listener, pending_[slot].tag, pending_[slot].size});
+  }
+  if (!out.empty()) mark_dirty();
+  return out;
 }
 
 void FlowNetwork::set_capacity(LinkId link, Bandwidth bandwidth) {

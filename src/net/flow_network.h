@@ -69,6 +69,16 @@ class FlowNetwork final : public des::FluidModel, public des::EventHandler {
   void set_capacity(LinkId link, Bandwidth bandwidth);
   Bandwidth capacity(LinkId link) const { return Bandwidth(solver_.capacity(link)); }
 
+  // Removes every flow (draining or still in its latency phase) whose path crosses `link` and returns
+  // them with the bytes they still had to send, in flow order, so the caller can restart them elsewhere
+  // (rerouting around a failed link). O(flows); failures are rare events.
+  struct Aborted {
+    FlowListener* listener;
+    uint64_t tag;
+    Bytes remaining;
+  };
+  std::vector<Aborted> abort_flows_on(LinkId link);
+
   size_t active_flows() const { return solver_.num_flows(); }
   uint64_t flows_completed() const { return completed_; }
   uint64_t solves() const { return solves_; }
@@ -87,6 +97,7 @@ class FlowNetwork final : public des::FluidModel, public des::EventHandler {
     FlowListener* listener = nullptr;
     uint64_t tag = 0;
     uint32_t version = 0;
+    std::vector<LinkUse> path;  // kept for abort_flows_on
   };
   struct Pending {
     std::vector<LinkUse> path;
@@ -123,6 +134,7 @@ class FlowNetwork final : public des::FluidModel, public des::EventHandler {
   std::vector<Record> records_;  // indexed by FlowId
   std::vector<Pending> pending_;
   std::vector<uint64_t> free_pending_;
+  std::vector<uint8_t> pending_live_;  // per pending slot: not yet injected nor aborted
   mutable std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
   bool dirty_ = false;
   bool resolve_scheduled_ = false;
