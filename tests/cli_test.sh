@@ -82,6 +82,7 @@ if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["seed"]
 
 # Network commands.
 expect net-help 0 "--two-level" -- net collective --help
+expect net-no-sub 2 "valid subcommands: collective, sweep" -- net
 expect net-ring 0 "all-reduce +ring +flow +16" -- net collective --two-level 2x8 --algo ring --size 16MiB
 expect net-ab 0 "alpha-beta" -- net collective --two-level 2x8 --model alpha-beta
 expect net-cluster 0 "all-gather" -- net collective --cluster dgx-h100:2 --op all-gather --size 1MiB

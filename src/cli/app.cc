@@ -92,6 +92,11 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     std::string hint;
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) hint = hint_for_extras(where, where->remaining());
     if (hint.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) hint = hint_for_extras(&app, app.remaining());
+    if (hint.empty() && !where->get_subcommands({}).empty() && where->get_subcommands().empty()) {
+      std::string names;
+      for (const CLI::App* sub : where->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      hint = "valid subcommands: " + names;
+    }
     const std::string p = path_of(where);
     err << "orrery" << (p.empty() ? "" : " " + p) << ": error: " << e.what() << (hint.empty() ? "" : "; " + hint)
         << " (see --help)\n";
