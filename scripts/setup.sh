@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ pkg-config
+  cmake ninja-build g++ pkg-config python3
   libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
