@@ -85,6 +85,9 @@ expect net-help 0 "--two-level" -- net collective --help
 expect net-no-sub 2 "valid subcommands: collective, sweep" -- net
 expect net-ring 0 "all-reduce +ring +flow +16" -- net collective --two-level 2x8 --algo ring --size 16MiB
 expect net-ab 0 "alpha-beta" -- net collective --two-level 2x8 --model alpha-beta
+expect net-nccl 0 "NCCL protocol" -- net collective --two-level 1x8 --model nccl --size 64MiB
+expect net-nccl-bad-algo 2 "--algo: the nccl model runs NCCL's ring" -- net collective --two-level 1x8 --model nccl --algo tree
+expect net-nccl-bad-cal 2 "unknown calibration 'vidur'; did you mean 'vidur-a100'" -- net collective --two-level 1x8 --model nccl --calibration vidur
 expect net-cluster 0 "all-gather" -- net collective --cluster dgx-h100:2 --op all-gather --size 1MiB
 expect net-sweep 0 "busbw" -- net sweep --two-level 2x4 --min-size 1KiB --max-size 1MiB --factor 4
 expect net-too-many-ranks 2 "--ranks: the topology holds 16 GPUs; 64 ranks do not fit" -- net collective --two-level 2x8 --ranks 64

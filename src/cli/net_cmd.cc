@@ -10,6 +10,7 @@
 #include "cli/output.h"
 #include "coll/alpha_beta.h"
 #include "coll/executor.h"
+#include "coll/nccl_model.h"
 #include "coll/topology_paths.h"
 #include "core/progress.h"
 #include "core/strings.h"
@@ -39,6 +40,7 @@ struct NetArgs {
   int64_t ranks = 0;
   std::string algo = "auto";
   std::string model = "flow";
+  std::string calibration = "nccl-tests";
   int channels = 0;
   std::string chunk = "512 KiB";
   std::string trace;
@@ -101,12 +103,20 @@ net::Topology build_topology(Context& ctx, const NetArgs& a) {
   return net::from_catalog(node, gpu, static_cast<int32_t>(count), f, kCl.with_key("--cluster"));
 }
 
-enum class Model { kFlow, kAlphaBeta };
+enum class Model { kFlow, kAlphaBeta, kNccl };
 
 Model parse_model(const std::string& m) {
   if (m == "flow") return Model::kFlow;
   if (m == "alpha-beta" || m == "analytic") return Model::kAlphaBeta;
-  throw InputError(kCl.with_key("--model"), "unknown model '" + m + "'", suggest(m, {"flow", "alpha-beta"}));
+  if (m == "nccl") return Model::kNccl;
+  throw InputError(kCl.with_key("--model"), "unknown model '" + m + "'", suggest(m, {"flow", "alpha-beta", "nccl"}));
+}
+
+coll::NcclCalibration parse_calibration(const std::string& c) {
+  if (c == "nccl-tests") return coll::nccl_tests_calibration();
+  if (c == "vidur-a100") return coll::vidur_a100_calibration();
+  throw InputError(kCl.with_key("--calibration"), "unknown calibration '" + c + "'",
+                   suggest(c, {"nccl-tests", "vidur-a100"}));
 }
 
 struct Outcome {
@@ -114,6 +124,7 @@ struct Outcome {
   Time time;
   coll::ExecutionStats stats;  // flow model only
   int32_t symmetric_ranks = 0;  // ranks simulated when the run was symmetric, else 0
+  std::string protocol;         // nccl model: LL, LL128 or Simple
   double wall_s = 0;
 };
 
@@ -128,6 +139,7 @@ struct Setup {
   coll::AlphaBetaParams ab;
   std::optional<net::LinkOrbits> orbits;  // set when symmetric execution is allowed
   coll::RankModel rank_model;
+  coll::NcclCalibration calibration;
   struct LinkEvent {
     Time at;
     net::LinkId link;
@@ -177,6 +189,7 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
   s.op = coll::parse_op(a.op, kCl.with_key("--op"));
   s.algo = coll::parse_algorithm(a.algo, kCl.with_key("--algo"));
   s.model = parse_model(a.model);
+  s.calibration = parse_calibration(a.calibration);
   const int32_t gpus = s.topo.num_gpus();
   if (a.ranks < 0) throw InputError(kCl.with_key("--ranks"), "must be positive");
   if (a.ranks > gpus) {
@@ -225,6 +238,20 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
   }
   if (!s.rank_model.slowdown.empty()) s.rank_model.local_bandwidth = parse_bandwidth_positive(a.local_bw, kCl.with_key("--local-bw"));
   for (const std::string& e : a.link_events) s.link_events.push_back(parse_link_event(e, s.topo));
+  if (s.model == Model::kNccl) {
+    if (s.ranks != gpus) {
+      throw InputError(kCl.with_key("--ranks"), "the nccl model runs on every GPU of the topology", "leave out --ranks");
+    }
+    const bool ring_ok = s.algo == coll::Algorithm::kAuto || s.algo == coll::Algorithm::kRing ||
+                         (s.algo == coll::Algorithm::kDirect && (s.op == coll::Op::kAllToAll || s.op == coll::Op::kSendRecv));
+    if (!ring_ok) {
+      throw InputError(kCl.with_key("--algo"), "the nccl model runs NCCL's ring (direct for all-to-all and send-recv)",
+                       "use --algo auto or ring, or --model flow for other algorithms");
+    }
+    if (!a.slow_gpus.empty() || !a.link_events.empty()) {
+      throw InputError(kCl.with_key("--model"), "--slow-gpu and --link-event need --model flow");
+    }
+  }
   const bool symmetric_ok = s.rank_model.slowdown.empty() && s.link_events.empty();
   if (a.symmetry == "auto" && s.ranks == gpus && symmetric_ok) s.orbits = net::find_machine_symmetry(s.topo);
   s.ab = coll::alpha_beta_params(s.topo, s.ranks);
@@ -242,7 +269,16 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
   Outcome o;
   o.algo = s.algo == coll::Algorithm::kAuto ? coll::choose_algorithm(s.op, size, s.ab) : s.algo;
   const auto t0 = std::chrono::steady_clock::now();
-  if (s.model == Model::kAlphaBeta) {
+  if (s.model == Model::kNccl) {
+    o.algo = s.op == coll::Op::kAllToAll || s.op == coll::Op::kSendRecv ? coll::Algorithm::kDirect : coll::Algorithm::kRing;
+    coll::NcclOptions no;
+    no.channels = s.options.channels;
+    no.chunk = s.options.chunk;
+    const coll::NcclPrediction pr = coll::predict_nccl(s.topo, s.op, size, s.calibration, no);
+    o.time = pr.time;
+    o.stats = pr.flow;
+    o.protocol = std::string(coll::protocol_name(pr.protocol));
+  } else if (s.model == Model::kAlphaBeta) {
     o.time = coll::alpha_beta_time(s.op, o.algo, size, s.ab);
   } else {
     coll::TopologyPaths paths(s.topo);
@@ -276,6 +312,7 @@ Json config_json(const NetArgs& a, const Setup& s) {
               {"op", std::string(coll::op_name(s.op))},
               {"algo", a.algo},
               {"model", a.model},
+              {"calibration", a.model == "nccl" ? Json(a.calibration) : Json(nullptr)},
               {"channels", s.options.channels},
               {"chunk_bytes", s.options.chunk.count()},
               {"max_outstanding", s.options.max_outstanding},
@@ -328,6 +365,7 @@ void run_collective(Context& ctx, const NetArgs& a) {
                    {"solves", o.stats.solves},
                    {"peak_flows", o.stats.peak_flows},
                    {"reroutes", o.stats.reroutes},
+                   {"protocol", o.protocol.empty() ? Json(nullptr) : Json(o.protocol)},
                    {"symmetric_ranks", o.symmetric_ranks > 0 ? Json(o.symmetric_ranks) : Json(nullptr)},
                    {"simulation_wall_s", o.wall_s},
                    {"trace", a.trace.empty() ? Json(nullptr) : Json(a.trace)},
@@ -339,7 +377,10 @@ void run_collective(Context& ctx, const NetArgs& a) {
   t.add_row({std::string(coll::op_name(s.op)), std::string(coll::algorithm_name(o.algo)), a.model,
              std::to_string(s.ranks), format_bytes(size), format_time(o.time), gbps(bw.algbw), gbps(bw.busbw)});
   ctx.out << t.render();
-  if (s.model == Model::kFlow) {
+  if (!o.protocol.empty()) {
+    ctx.out << fmt::format("NCCL protocol {}; calibration {}: {}\n", o.protocol, s.calibration.name, s.calibration.source);
+  }
+  if (s.model != Model::kAlphaBeta) {
     ctx.out << fmt::format("{} flows, {} events, {} max-min solves, peak {} flows in flight; simulated in {:.3f} s\n",
                            o.stats.messages, o.stats.events, o.stats.solves, o.stats.peak_flows, o.wall_s);
     if (o.stats.reroutes > 0) ctx.out << fmt::format("{} flows rerouted around failed links\n", o.stats.reroutes);
@@ -404,7 +445,11 @@ void add_common(CLI::App* cmd, NetArgs& a) {
       ->capture_default_str();
   cmd->add_option("--ranks", a.ranks, "ranks (first N GPUs; default: all GPUs of the topology)");
   cmd->add_option("--algo", a.algo, "auto | ring | tree | halving-doubling | hier | direct")->capture_default_str();
-  cmd->add_option("--model", a.model, "flow (flow-level max-min simulation) | alpha-beta (closed form)")
+  cmd->add_option("--model", a.model,
+                  "flow (flow-level max-min simulation) | alpha-beta (closed form) | nccl (flow model with NCCL's "
+                  "protocols, latencies and link efficiencies; docs/collectives_validation.md)")
+      ->capture_default_str();
+  cmd->add_option("--calibration", a.calibration, "--model nccl: nccl-tests (NCCL's own efficiencies) | vidur-a100")
       ->capture_default_str();
   cmd->add_option("--channels", a.channels, "parallel rings (default: GPUs per machine, at most 16)");
   cmd->add_option("--chunk", a.chunk, "pipelining chunk size")->capture_default_str();
