@@ -110,5 +110,15 @@ expect net-disconnected 2 "disconnected" -- net collective --topology "$tmp/disc
 if "$bin" net collective --two-level 2x4 --size 1MiB --json --trace "$tmp/t.json" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["result"]["time_s"]>0 and d["result"]["busbw_bytes_per_s"]>0' && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"])>0' "$tmp/t.json"; then
   pass=$((pass+1)); else echo "FAIL net-json-trace"; fail=$((fail+1)); fi
 
+# Decentralized: graphs and mixing matrices.
+expect gossip-topo 0 "beta \(consensus rate\) +0\.600000" -- gossip topo --topology exponential:16
+expect gossip-5node 0 "0\.810217" -- gossip topo --topology directed-ring:5:chords=0-2 --mixing pull
+expect gossip-json 0 "\"theory_rounds\": 53" -- --json gossip topo --topology directed-ring:5:chords=0-2
+expect gossip-bad-topology 2 "--topology.*did you mean 'exponential'" -- gossip topo --topology exponentail:16
+expect gossip-bad-mixing 2 "--mixing.*did you mean 'metropolis'" -- gossip topo --topology ring:8 --mixing metropolys
+expect gossip-directed-metropolis 2 "--mixing.*use 'pull'" -- gossip topo --topology exponential:8 --mixing metropolis
+expect gossip-disconnected 0 "not strongly connected" -- gossip topo --topology erdos-renyi:20:0.05:seed=1
+one_line_error gossip-bad-topology-line gossip topo --topology torus:4
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -70,6 +70,7 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   register_catalog_commands(app, actions);
   register_net_commands(app, actions);
   register_demo_command(app, actions);
+  register_gossip_commands(app, actions);
   for (auto& [sub, action] : actions) sub->fallthrough();
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 

@@ -45,6 +45,7 @@ using Action = std::function<void(Context&)>;
 void register_catalog_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_net_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_demo_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_gossip_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 
 // Runs orrery with argv; returns the exit code. Never calls exit().
 int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
