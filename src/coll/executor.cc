@@ -50,7 +50,8 @@ class Runner final : public Issuer, public net::FlowListener {
     if (orbits_ != nullptr) {
       if (!routes_symmetric(src, dst, key)) {
         asymmetric = true;
-        if (engine_ != nullptr) engine_->stop();
+        // Sends also happen from program.start(), before the engine runs: stop only a running engine.
+        if (engine_ != nullptr && engine_->running()) engine_->stop();
         return;  // the caller discards this run
       }
       fold_onto_orbits();

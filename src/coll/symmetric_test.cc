@@ -110,6 +110,12 @@ TEST(SymmetricExecution, EcmpThatBreaksRouteSymmetryFallsBack) {
   o.ranks_per_node = 8;
   auto program = make_program(Op::kAllReduce, Algorithm::kRing, topo.num_gpus(), Bytes::MiB(4), o);
   EXPECT_FALSE(execute_symmetric(*program, engine, net, paths, *orbits).has_value());
+  // An all-to-all issues every message from program.start(), before the engine runs: the refusal must
+  // happen there too (and must not try to stop an engine that is not running).
+  des::Engine engine2;
+  net::FlowNetwork net2(engine2, paths.capacities());
+  auto a2a = make_program(Op::kAllToAll, Algorithm::kDirect, topo.num_gpus(), Bytes::MiB(4), o);
+  EXPECT_FALSE(execute_symmetric(*a2a, engine2, net2, paths, *orbits).has_value());
 }
 
 TEST(SymmetricExecution, TreeIsNotShiftEquivariant) {
