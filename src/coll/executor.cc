@@ -44,11 +44,11 @@ class Runner final : public Issuer, public net::FlowListener {
       free_.pop_back();
       messages_[slot] = Message{src, dst, id, size, now, stream};
     }
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+    const uint64_t key = pair_key(src, dst);
     Time latency = paths_.path(src, dst, key, scratch_);
     if (!rank_links_.empty()) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(src)], 1});
     if (orbits_ != nullptr) {
-      if (!routes_symmetric(src, dst, key)) {
+      if (!routes_symmetric(src, dst)) {
         asymmetric = true;
         // Sends also happen from program.start(), before the engine runs: stop only a running engine.
         if (engine_ != nullptr && engine_->running()) engine_->stop();
@@ -113,7 +113,7 @@ class Runner final : public Issuer, public net::FlowListener {
     if (!down) return;
     for (const net::FlowNetwork::Aborted& a : net_.abort_flows_on(e.link)) {
       const Message& m = messages_[a.tag];
-      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(m.src)) << 32) | static_cast<uint32_t>(m.dst);
+      const uint64_t key = pair_key(m.src, m.dst);
       const Time latency = paths_.path(m.src, m.dst, key, scratch_);
       if (!rank_links_.empty()) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(m.src)], 1});
       ++reroutes;
@@ -123,8 +123,8 @@ class Runner final : public Issuer, public net::FlowListener {
 
   // True when every translate (src + t p, dst + t p) routes over the same link orbits, in order, as
   // (src, dst) does; checked once per pair.
-  bool routes_symmetric(int32_t src, int32_t dst, uint64_t key) {
-    const uint64_t pair = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+  bool routes_symmetric(int32_t src, int32_t dst) {
+    const uint64_t pair = pair_key(src, dst);
     if (auto it = checked_.find(pair); it != checked_.end()) return it->second;
     const int32_t n = program_.ranks();
     const int32_t p = orbits_->rank_period;
@@ -133,8 +133,7 @@ class Runner final : public Issuer, public net::FlowListener {
     for (int32_t t = 1; ok && t < orbits_->translates; ++t) {
       const int32_t s2 = (src + t * p) % n;
       const int32_t d2 = (dst + t * p) % n;
-      const uint64_t key2 = (static_cast<uint64_t>(static_cast<uint32_t>(s2)) << 32) | static_cast<uint32_t>(d2);
-      (void)key;
+      const uint64_t key2 = pair_key(s2, d2);
       paths_.peek_path(s2, d2, key2, other);
       ok = other.size() == scratch_.size();
       for (size_t i = 0; ok && i < other.size(); ++i) {

@@ -17,6 +17,12 @@
 
 namespace orrery::coll {
 
+// The flow key the executor gives a message from src to dst (PathProviders use it for ECMP): the pair
+// itself, so every message between two ranks takes the same path.
+inline uint64_t pair_key(int32_t src, int32_t dst) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+}
+
 // Resolves a rank-to-rank transfer to links of the flow network.
 class PathProvider {
  public:

@@ -195,7 +195,7 @@ class CalibratedPaths final : public PathProvider {
 
   // The latency class of the route src -> dst (`route`: its links, or empty to look them up).
   HopClass hop_class(int32_t src, int32_t dst, std::vector<net::LinkUse> route = {}) {
-    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst);
+    const uint64_t key = pair_key(src, dst);
     auto it = class_.find(key);
     if (it == class_.end()) {
       if (route.empty()) {
@@ -275,7 +275,7 @@ class WindowedProgram final : public Program {
   }
   // Message ids are unique per sender and destination while in flight.
   static std::pair<uint64_t, uint64_t> sent_key(int32_t src, int32_t dst, uint64_t id) {
-    return {(static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) | static_cast<uint32_t>(dst), id};
+    return {pair_key(src, dst), id};
   }
   struct PairHash {
     size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {

@@ -50,6 +50,7 @@ class PhasedRing final : public Program {
     const size_t cells = static_cast<size_t>(n_) * phases_.size() * static_cast<size_t>(channels_);
     sent_.assign(cells, 0);
     recv_.assign(cells, 0);
+    issued_.assign(cells, 0);
     phase_of_.assign(static_cast<size_t>(n_), 0);
     for (const Phase& p : phases_) per_rank_ += static_cast<uint64_t>(p.steps * p.chunks * channels_);
   }
@@ -123,13 +124,13 @@ class PhasedRing final : public Program {
         const size_t k = cell(rank, phase, c);
         // Issue messages in order while slots are free and each one's input has arrived.
         for (;;) {
-          const uint32_t m = issued_above(rank, phase, c);
+          const uint32_t m = issued_[k];
           if (m >= total || m >= sent_[k] + max_outstanding_) break;
           const int64_t s = m / p.chunks;
           const int64_t j = m % p.chunks;
           const bool ready = s == 0 || recv_[k] >= static_cast<uint32_t>((s - 1) * p.chunks + j + 1);
           if (!ready) break;
-          mark_issued(rank, phase, c, m + 1);
+          issued_[k] = m + 1;
           const uint64_t id =
               ((static_cast<uint64_t>(phase) * static_cast<uint64_t>(channels_) + static_cast<uint64_t>(c)) << kIndexBits) | m;
           out.send(rank, ring_successor(rank, phase, c), chunk_bytes(p, j), id, static_cast<uint32_t>(c));
@@ -147,14 +148,6 @@ class PhasedRing final : public Program {
     return Bytes(base + (j < rem ? 1 : 0));
   }
 
-  // Messages issued but not yet delivered: at most one per connection.
-  uint32_t issued_above(int32_t rank, size_t phase, int32_t c) const { return issued_[cell(rank, phase, c)]; }
-  void mark_issued(int32_t rank, size_t phase, int32_t c, uint32_t v) { issued_[cell(rank, phase, c)] = v; }
-
- public:
-  void init_issued() { issued_.assign(sent_.size(), 0); }
-
- private:
   int32_t n_;
   int32_t g_;
   int32_t channels_;
@@ -162,15 +155,13 @@ class PhasedRing final : public Program {
   std::vector<Phase> phases_;
   std::vector<uint32_t> sent_;
   std::vector<uint32_t> recv_;
-  std::vector<uint32_t> issued_;
+  std::vector<uint32_t> issued_;  // messages issued per (rank, phase, channel); issued - sent are in flight
   std::vector<size_t> phase_of_;
   uint64_t per_rank_ = 0;
 };
 
 std::unique_ptr<Program> make_phased(int32_t n, int32_t g, const ProgramOptions& o, std::vector<Phase> phases) {
-  auto p = std::make_unique<PhasedRing>(n, g, o.channels, o.chunk, o.max_outstanding, std::move(phases));
-  p->init_issued();
-  return p;
+  return std::make_unique<PhasedRing>(n, g, o.channels, o.chunk, o.max_outstanding, std::move(phases));
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -574,11 +565,10 @@ std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes si
         return std::make_unique<TreeProgram>(n, make_tree_shapes(n, g, static_cast<int32_t>(ch), per_channel, 0), mode,
                                              size, o.chunk, o.max_outstanding);
       }
-      // Broadcast / reduce: tree 0 of channel 0 rooted at the root rank: its chain starts there.
+      // Broadcast / reduce: one tree rooted at the root rank. Channel c's tree 0 starts each node's
+      // chain at local rank c, so channel root % g puts the root at the head of its node's chain.
       const int32_t root_node = root / g;
-      auto shapes = make_tree_shapes(n, g, 1, 1, root_node);
-      // Re-head the root node's chain at the root rank: rotate its local order to start at root.
-      shapes = make_tree_shapes(n, g, root % g + 1, 1, root_node);
+      auto shapes = make_tree_shapes(n, g, root % g + 1, 1, root_node);
       shapes.erase(shapes.begin(), shapes.end() - 1);
       return std::make_unique<TreeProgram>(n, std::move(shapes), mode, size, o.chunk, o.max_outstanding);
     }

@@ -236,7 +236,7 @@ TEST(LinkEvents, AFailedLinkReroutesItsFlowsOntoTheOtherPath) {
       "two-switches.topo");
   TopologyPaths paths(topo);
   std::vector<net::LinkUse> route;
-  paths.path(0, 1, 1, route);  // the executor's ECMP key for a message 0 -> 1 is (0 << 32) | 1
+  paths.path(0, 1, pair_key(0, 1), route);  // the flow key the executor uses for a message 0 -> 1
   ASSERT_EQ(route.size(), 2u);
   des::Engine engine;
   net::FlowNetwork net(engine, paths.capacities());
@@ -257,7 +257,7 @@ TEST(LinkEvents, WithoutAnotherPathTheFlowStallsUntilRepair) {
       "one-switch.topo");
   TopologyPaths paths(topo);
   std::vector<net::LinkUse> route;
-  paths.path(0, 1, 1, route);
+  paths.path(0, 1, pair_key(0, 1), route);
   des::Engine engine;
   net::FlowNetwork net(engine, paths.capacities());
   auto program = make_program(Op::kSendRecv, Algorithm::kDirect, 2, Bytes(100'000'000), {});
