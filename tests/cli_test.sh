@@ -2,34 +2,7 @@
 # End-to-end checks of the orrery binary: exit codes, one-line errors naming the flag/file/key and
 # the nearest valid name, --json validity, atomic and deterministic result folders.
 # Run by ctest (label fast) with ORRERY set to the binary.
-set -u
-bin="${ORRERY:?set ORRERY to the orrery binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0; fail=0
-
-# expect NAME WANT_RC GREP_PATTERN -- ARGS...: runs orrery ARGS, checks the exit code and that the
-# combined output matches the extended regex GREP_PATTERN (empty: no check).
-expect() {
-  local name=$1 want=$2 pattern=$3; shift 4
-  local out rc
-  out=$("$bin" "$@" 2>&1); rc=$?
-  if [ "$rc" -ne "$want" ]; then
-    echo "FAIL $name: exit $rc, expected $want; output: $(echo "$out" | head -5)"; fail=$((fail+1)); return
-  fi
-  if [ -n "$pattern" ] && ! grep -Eq -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: output does not match /$pattern/: $(echo "$out" | head -5)"; fail=$((fail+1)); return
-  fi
-  pass=$((pass+1))
-}
-
-# stderr must be exactly one line for bad input.
-one_line_error() {
-  local name=$1; shift
-  local lines
-  lines=$("$bin" "$@" 2>&1 >/dev/null | wc -l)
-  if [ "$lines" -ne 1 ]; then echo "FAIL $name: $lines lines on stderr, expected 1"; fail=$((fail+1)); else pass=$((pass+1)); fi
-}
+source "$(dirname "$0")/cli_lib.sh"
 
 expect help 0 "catalog" -- --help
 expect version 0 "^orrery [0-9]+\.[0-9]+\.[0-9]+" -- --version
@@ -120,5 +93,4 @@ expect gossip-directed-metropolis 2 "--mixing.*use 'pull'" -- gossip topo --topo
 expect gossip-disconnected 0 "not strongly connected" -- gossip topo --topology erdos-renyi:20:0.05:seed=1
 one_line_error gossip-bad-topology-line gossip topo --topology torus:4
 
-echo "cli: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish cli
