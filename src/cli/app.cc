@@ -71,6 +71,9 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   register_net_commands(app, actions);
   register_demo_command(app, actions);
   register_gossip_commands(app, actions);
+  register_train_command(app, actions);
+  register_serve_commands(app, actions);
+  register_plan_train_command(app, actions);
   for (auto& [sub, action] : actions) sub->fallthrough();
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
@@ -109,7 +112,7 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       if (sub->parsed()) {
         Context ctx(global, out, cmdline.str());
         action(ctx);
-        return 0;
+        return ctx.exit_code;
       }
     }
     out << app.help();

@@ -34,6 +34,7 @@ class Context {
   const GlobalOptions& global;
   std::ostream& out;
   std::string command_line;
+  int exit_code = 0;  // an action sets 1 for an expected negative outcome (e.g. no feasible plan)
 
  private:
   std::optional<io::Catalog> catalog_;
@@ -46,6 +47,11 @@ void register_catalog_commands(CLI::App& app, std::vector<std::pair<CLI::App*, A
 void register_net_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_demo_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 void register_gossip_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_serve_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+// `orrery plan`: the group every planner adds its subcommand to (created on first use), and `plan train`.
+CLI::App* plan_group(CLI::App& app);
+void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 
 // Runs orrery with argv; returns the exit code. Never calls exit().
 int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& err);

@@ -13,11 +13,28 @@
 //   Every returned time includes the kernel launch overhead once per call.
 // Range of validity: NVIDIA datacenter GPUs in the catalog (Ampere, Hopper, Blackwell); AMD entries
 //   use the same roofline with their datasheet figures.
+//
+// Equations (constants: Calibration; values and sources: compute_model.cc and docs/compute.md)
+//   GEMM       the best (tile, split-K) candidate of the architecture's list, as cuBLAS's heuristic:
+//                CTAs = count*ceil(m/tm)*ceil(n/tn)*s, waves = ceil(CTAs/SMs),
+//                t_c = waves * max(2*tm*tn*ceil(k/s) / (peak/SMs * gemm_efficiency),
+//                                  dtype*(tm+tn)*ceil(k/s) / (L2 bandwidth/SMs))   (operand feed)
+//                t_m = dtype*count*(m*k + k*n + m*n) [+ 4*2*m*n*s split-K partials] / (HBM * gemm_memory_efficiency)
+//                t   = (t_c^p + t_m^p)^(1/p) + launch, p = transition_sharpness (a smooth max)
+//   attention  t_c = sum_i F_i / (peak * attention_efficiency * L_i/(L_i + attention_half_length)),
+//              F_i = 2*heads*pairs_i*(dqk+dv) (causal pairs, window capped), L_i = keys sequence i reads;
+//              t_m = (Q + K/V read + O) bytes / min(HBM * memory_efficiency, units * in-flight/latency)
+//              with units = sequences*kv_heads (decode parallelism); smooth max as for GEMMs.
+//              Backward: 2.5x the forward FLOPs (5 matmuls vs 2, FlashAttention-2), 2x the bytes.
+//   memory-bound  bytes / (HBM * memory_efficiency) + launch; unvectorized kernels are further
+//              capped by Little's law: SMs*max_threads_per_sm*access_bytes / memory_latency.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/units.h"
 #include "hw/hw_catalog.h"
@@ -51,14 +68,49 @@ struct AttentionHeads {
   bool causal = true;
 };
 
+// One output tile shape a GEMM kernel can be instantiated with (rows x columns of C per CTA).
+struct GemmTile {
+  int64_t m = 128;
+  int64_t n = 128;
+};
+
 // Calibration constants of one GPU (see compute_model.cc for values and sources).
 struct Calibration {
   std::string name;               // the calibration's id, e.g. "hopper" or "ampere"
   double gemm_efficiency = 0.8;   // achievable fraction of dense peak for a large, well-shaped GEMM
   double attention_efficiency = 0.6;  // fraction of peak for FlashAttention forward at long sequence
-  double memory_efficiency = 0.85;    // achievable fraction of datasheet HBM bandwidth
+  double memory_efficiency = 0.85;    // achievable fraction of datasheet HBM bandwidth (streaming kernels)
   Time launch_overhead = Time::us(4);  // per kernel
   std::string source;             // where the constants come from
+
+  // Added with the calibrated model (docs/compute.md). sm_count == 0: unknown, no wave quantization
+  // and no parallelism caps (a plain roofline).
+  int64_t sm_count = 0;                  // streaming multiprocessors (AMD: compute units)
+  int64_t max_threads_per_sm = 2048;     // resident threads per SM (CUDA compute-capability table)
+  double gemm_memory_efficiency = 0.8;   // fraction of HBM bandwidth a weight-streaming (skinny) GEMM reaches
+  double transition_sharpness = 5.0;     // p of the smooth max (t_c^p + t_m^p)^(1/p)
+  std::vector<GemmTile> tiles;           // CTA tile shapes the GEMM library picks from; empty: {128x128}
+  int64_t max_split_k = 8;               // largest split-K factor tried when tiles do not fill the SMs
+  double attention_half_length = 512.0;  // keys per query at which FlashAttention reaches half its peak rate
+  Time memory_latency = Time::ns(434);   // DRAM round trip seen by a thread (Little's law caps)
+  Bytes decode_bytes_in_flight = Bytes(16384);  // bytes one decode-attention CTA (seq, kv head) keeps in flight
+  double l2_bytes_per_flop = 0.0;        // L2->SM bandwidth per dense fp16 FLOP/s; 0 = unlimited
+};
+
+// Per-op times of one transformer layer, named as vidur's mlp.csv columns (emb, input_layernorm,
+// attn_pre_proj, attn_rope, attn_post_proj, post_attention_layernorm, mlp_up_proj, mlp_act,
+// mlp_down_proj, add; MoE layers add moe_router). The attention kernel itself is not included.
+struct LayerOpTimes {
+  struct Entry {
+    std::string_view name;  // static string
+    Time time;
+  };
+  std::vector<Entry> ops;
+
+  // The op's time; Time::zero() when the layer has no op of that name.
+  Time get(std::string_view name) const;
+  // Every op but the embedding lookup (which runs once per forward pass, not per layer).
+  Time linear_total() const;
 };
 
 // The default calibration for a GPU from the catalog (by architecture).
@@ -80,6 +132,17 @@ class ComputeModel {
   // A kernel bound by memory traffic: `bytes` read plus written.
   Time memory_bound(Bytes bytes) const;
 
+  // An unvectorized elementwise kernel (one `access_bytes` load or store in flight per thread):
+  // memory_bound, but no faster than Little's law allows with every thread of every SM waiting on
+  // DRAM: SMs * max_threads_per_sm * access_bytes / memory_latency. REQUIRES: access_bytes >= 1.
+  Time scalar_memory_bound(Bytes bytes, int64_t access_bytes) const;
+
+  // Per-layer times of the token-wise ops of a dense (or MoE) transformer layer for `tokens` tokens
+  // under tensor parallelism `tp` (heads/tp, max(1, kv_heads/tp), ffn/tp, vocab/tp), with the
+  // kernels of vLLM/Sarathi-Serve that vidur profiled (see docs/compute.md). The TP all-reduces are
+  // not included. Throws InputError when tp does not divide the heads or the GPU lacks `dtype`.
+  LayerOpTimes linear_layer_ops(const model::ModelSpec& spec, int64_t tokens, int tp, hw::DType dtype) const;
+
   // An inventory op (model/op_inventory.h) for one pass: GEMM and router by their GEMM shape,
   // attention by its shape, the rest by bytes moved. Backward of a GEMM is two GEMMs (dgrad, wgrad).
   Time op(const model::Op& op, const model::Shape& shape, const model::ModelSpec& spec, hw::DType dtype,
@@ -89,8 +152,12 @@ class ComputeModel {
   const Calibration& calibration() const { return calibration_; }
 
  private:
+  // Achievable bytes/s of an attention kernel with `units` (sequence, kv head) blocks.
+  double attention_bandwidth(double units) const;
+
   const hw::GpuSpec* gpu_;
   Calibration calibration_;
+  double l2_per_sm_ = 0.0;  // bytes/s of L2 bandwidth one SM gets (0 = unlimited)
 };
 
 }  // namespace orrery::compute

@@ -1,0 +1,449 @@
+// `orrery plan`: planners. `plan train` searches every training plan of a model on a cluster
+// (train/planner.h, docs/planner.md): top K by throughput, the Pareto front of throughput vs memory,
+// and why the other plans fail. Exit 0 with at least one feasible plan, 1 when none is (a negative
+// outcome: the reasons are printed), 2 for bad input.
+//
+// Other planners (e.g. `plan serve`) add their subcommand from their own file through plan_group().
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/app.h"
+#include "cli/output.h"
+#include "compute/compute_model.h"
+#include "core/progress.h"
+#include "core/strings.h"
+#include "core/unit_parse.h"
+#include "io/atomic_file.h"
+#include "train/planner.h"
+
+namespace orrery::cli {
+
+CLI::App* plan_group(CLI::App& app) {
+  const auto found = app.get_subcommands([](CLI::App* a) { return a->get_name() == "plan"; });
+  if (!found.empty()) return found.front();
+  CLI::App* plan = app.add_subcommand("plan", "search every plan and rank them (docs/planner.md)");
+  plan->require_subcommand(1);
+  return plan;
+}
+
+namespace {
+
+using io::Json;
+namespace tr = orrery::train;
+
+const Where kCl{"<command line>", 0, ""};
+
+struct PlanTrainArgs {
+  std::string model, gpu, node, nic_bandwidth = "400 Gb/s", precision = "bf16";
+  int64_t gpus = 0, seq = 0, gbs = 0;
+  double budget_gib = 0.0;
+  bool budget_given = false;
+  int64_t top = 10;
+  int threads = 0;
+  int64_t max_tp = 0, max_pp = 0, max_cp = 8, max_ep = 0, max_vp = 0, max_mbs = 0;
+  std::string schedules = "gpipe,1f1b,interleaved,zero-bubble";
+  std::string shardings = "none,zero1,zero2,zero3,hsdp";
+  std::string recomputes = "none,selective,full";
+  std::string sp = "both";
+  int64_t grad_bytes = 4;
+  double capacity_factor = 0.0, load_imbalance = 1.0;
+  bool exhaustive = false;
+  std::string candidates_csv;
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const std::string t(trim(item));
+    if (!t.empty()) items.push_back(t);
+  }
+  return items;
+}
+
+// Parses a comma-separated list with `parse` (which throws InputError with the nearest name), keeping
+// the first occurrence of each value.
+template <class E, class Parse>
+std::vector<E> parse_list(const std::string& text, const std::string& flag, Parse parse) {
+  std::vector<E> out;
+  for (const std::string& item : split_list(text)) {
+    const E e = parse(item, kCl.with_key(flag));
+    if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(e);
+  }
+  if (out.empty()) throw InputError(kCl.with_key(flag), fmt::format("expected a comma-separated list, found '{}'", text));
+  return out;
+}
+
+void require_non_negative(int64_t v, const char* flag) {
+  if (v < 0) throw InputError(kCl.with_key(flag), fmt::format("expected 0 (no limit) or a positive integer, found {}", v));
+}
+
+tr::SearchSpace make_space(const PlanTrainArgs& a) {
+  tr::SearchSpace s;
+  for (const auto& [flag, v] : {std::pair<const char*, int64_t>{"--max-tp", a.max_tp}, {"--max-pp", a.max_pp},
+                                {"--max-cp", a.max_cp}, {"--max-ep", a.max_ep}, {"--max-vp", a.max_vp},
+                                {"--max-mbs", a.max_mbs}}) {
+    require_non_negative(v, flag);
+  }
+  s.max_tp = a.max_tp;
+  s.max_pp = a.max_pp;
+  s.max_cp = a.max_cp;
+  s.max_ep = a.max_ep;
+  s.max_vp = a.max_vp;
+  s.max_mbs = a.max_mbs;
+  s.schedules = parse_list<tr::Schedule>(a.schedules, "--schedules", tr::parse_schedule);
+  // "hsdp" is its own entry here (zero3 within shard groups); the other names are parse_sharding's.
+  s.hsdp = false;
+  s.shardings.clear();
+  for (const std::string& item : split_list(a.shardings)) {
+    if (to_lower(item) == "hsdp") {
+      s.hsdp = true;
+      continue;
+    }
+    const tr::Sharding sh = tr::parse_sharding(item, kCl.with_key("--shardings"));
+    if (std::find(s.shardings.begin(), s.shardings.end(), sh) == s.shardings.end()) s.shardings.push_back(sh);
+  }
+  if (s.shardings.empty() && !s.hsdp) {
+    throw InputError(kCl.with_key("--shardings"), fmt::format("expected a comma-separated list, found '{}'", a.shardings));
+  }
+  s.recomputes = parse_list<tr::Recompute>(a.recomputes, "--recomputes", tr::parse_recompute);
+  const std::string sp = to_lower(trim(a.sp));
+  if (sp != "both" && sp != "yes" && sp != "no") {
+    throw InputError(kCl.with_key("--sp"), fmt::format("expected both, yes or no, found '{}'", a.sp),
+                     suggest(a.sp, {"both", "yes", "no"}));
+  }
+  s.sp_on = sp != "no";
+  s.sp_off = sp != "yes";
+  return s;
+}
+
+std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
+
+std::string sharding_label(const tr::Plan& p) {
+  if (p.sharding == tr::Sharding::kZero3 && p.shard_group > 0) return fmt::format("hsdp-{}", p.shard_group);
+  return std::string(tr::sharding_name(p.sharding));
+}
+
+std::string schedule_label(const tr::Plan& p) {
+  if (p.pp == 1) return "-";
+  return std::string(tr::schedule_name(p.schedule));
+}
+
+std::vector<std::string> plan_header() {
+  return {"tp", "pp", "cp", "ep", "dp", "vp", "schedule", "mbs", "sharding", "recompute", "sp"};
+}
+
+std::vector<std::string> plan_cells(const tr::Plan& p) {
+  return {std::to_string(p.tp),  std::to_string(p.pp), std::to_string(p.cp), std::to_string(p.ep),
+          std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
+          sharding_label(p),     std::string(tr::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
+}
+
+Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title) {
+  std::vector<std::string> h = {"#"};
+  for (const std::string& c : plan_header()) h.push_back(c);
+  for (const char* c : {"step s", "tokens/s/GPU", "TFLOP/s", "MFU", "peak GiB"}) h.emplace_back(c);
+  Table t(h, title);
+  size_t k = 0;
+  for (const tr::Candidate& c : cs) {
+    std::vector<std::string> row = {std::to_string(++k)};
+    for (std::string& cell : plan_cells(c.plan)) row.push_back(std::move(cell));
+    row.push_back(fmt::format("{:.4g}", c.step_time.to_seconds()));
+    row.push_back(fmt::format("{:.1f}", c.tokens_per_s_per_gpu));
+    row.push_back(fmt::format("{:.1f}", c.tflops_per_gpu));
+    row.push_back(fmt::format("{:.1f}%", 100.0 * c.mfu));
+    row.push_back(gib(c.peak));
+    t.add_row(std::move(row));
+  }
+  return t;
+}
+
+Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, const std::string& title) {
+  std::vector<std::string> h = {"#"};
+  for (const std::string& c : plan_header()) h.push_back(c);
+  for (const char* c : {"peak GiB", "over GiB", "bound tokens/s/GPU"}) h.emplace_back(c);
+  Table t(h, title);
+  size_t k = 0;
+  for (const tr::Candidate& c : cs) {
+    std::vector<std::string> row = {std::to_string(++k)};
+    for (std::string& cell : plan_cells(c.plan)) row.push_back(std::move(cell));
+    row.push_back(gib(c.peak));
+    row.push_back(gib(c.peak - budget));
+    row.push_back(fmt::format("{:.1f}", c.bound_tokens_per_s_per_gpu));
+    t.add_row(std::move(row));
+  }
+  return t;
+}
+
+Json plan_json(const tr::Plan& p) {
+  return Json{{"dp", p.dp},
+              {"tp", p.tp},
+              {"pp", p.pp},
+              {"cp", p.cp},
+              {"ep", p.ep},
+              {"vp", p.vp},
+              {"sp", p.sp},
+              {"schedule", tr::schedule_name(p.schedule)},
+              {"mbs", p.mbs},
+              {"microbatches", p.microbatches()},
+              {"dp_sharding", tr::sharding_name(p.sharding)},
+              {"shard_group", p.shard_group},
+              {"recompute", tr::recompute_name(p.recompute)}};
+}
+
+Json memory_json(const tr::MemoryBreakdown& m) {
+  return Json{{"weights", m.weights.count()},         {"gradients", m.gradients.count()},
+              {"optimizer", m.optimizer.count()},     {"activations", m.activations.count()},
+              {"temporary", m.temporary.count()},     {"communication", m.communication.count()},
+              {"cuda_context", m.context.count()},    {"allocator", m.allocator.count()}};
+}
+
+Json simulated_json(const std::vector<tr::Candidate>& cs) {
+  Json a = Json::array();
+  for (const tr::Candidate& c : cs) {
+    Json t = Json::object();
+    for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
+      t[std::string(tr::time_category_name(static_cast<tr::TimeCategory>(i)))] = c.breakdown[i].to_seconds();
+    }
+    a.push_back(Json{{"index", c.index},
+                     {"plan", plan_json(c.plan)},
+                     {"step_time_s", c.step_time.to_seconds()},
+                     {"tokens_per_s_per_gpu", c.tokens_per_s_per_gpu},
+                     {"tflops_per_gpu", c.tflops_per_gpu},
+                     {"mfu", c.mfu},
+                     {"hfu", c.hfu},
+                     {"peak_memory_bytes", c.peak.count()},
+                     {"peak_stage", c.peak_stage},
+                     {"memory", memory_json(c.memory)},
+                     {"time", t}});
+  }
+  return a;
+}
+
+Json over_budget_json(const std::vector<tr::Candidate>& cs, Bytes budget) {
+  Json a = Json::array();
+  for (const tr::Candidate& c : cs) {
+    a.push_back(Json{{"index", c.index},
+                     {"plan", plan_json(c.plan)},
+                     {"peak_memory_bytes", c.peak.count()},
+                     {"over_budget_bytes", (c.peak - budget).count()},
+                     {"bound_tokens_per_s_per_gpu", c.bound_tokens_per_s_per_gpu},
+                     {"reason", c.reason}});
+  }
+  return a;
+}
+
+std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
+  std::vector<std::string> h = {"index"};
+  for (const std::string& c : plan_header()) h.push_back(c);
+  for (const char* c : {"status", "reason_key", "reason", "peak_memory_bytes", "bound_tokens_per_s_per_gpu",
+                        "step_time_s", "tokens_per_s_per_gpu", "mfu"}) {
+    h.emplace_back(c);
+  }
+  Table t(h);
+  for (const tr::Candidate& c : cs) {
+    std::vector<std::string> row = {std::to_string(c.index)};
+    for (std::string& cell : plan_cells(c.plan)) row.push_back(std::move(cell));
+    const bool valid = c.status != tr::CandidateStatus::kInvalid;
+    const bool sim = c.status == tr::CandidateStatus::kSimulated;
+    row.emplace_back(tr::candidate_status_name(c.status));
+    row.push_back(c.reason_key);
+    row.push_back(c.reason);
+    row.push_back(valid ? std::to_string(c.peak.count()) : "");
+    row.push_back(valid ? fmt::format("{:.6g}", c.bound_tokens_per_s_per_gpu) : "");
+    row.push_back(sim ? fmt::format("{:.6g}", c.step_time.to_seconds()) : "");
+    row.push_back(sim ? fmt::format("{:.6g}", c.tokens_per_s_per_gpu) : "");
+    row.push_back(sim ? fmt::format("{:.6g}", c.mfu) : "");
+    t.add_row(std::move(row));
+  }
+  return t.to_csv();
+}
+
+void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
+  if (a.model.empty()) throw InputError(kCl.with_key("--model"), "missing; e.g. --model llama3-70b (a catalog name or a config.json)");
+  if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
+  // Upper limits keep the enumeration's divisor loops short (O(sqrt gpus)) and byte counts in int64.
+  constexpr int64_t kMaxGpus = int64_t{1} << 24, kMaxSeq = int64_t{1} << 24;
+  if (a.gpus <= 0 || a.gpus > kMaxGpus) {
+    throw InputError(kCl.with_key("--gpus"), fmt::format("expected a positive GPU count up to {}, found {}", kMaxGpus, a.gpus));
+  }
+  if (a.seq <= 0 || a.seq > kMaxSeq) {
+    throw InputError(kCl.with_key("--seq"), fmt::format("expected a positive sequence length up to {}, found {}", kMaxSeq, a.seq));
+  }
+  if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), fmt::format("expected a positive global batch (sequences), found {}", a.gbs));
+  if (a.top < 1) throw InputError(kCl.with_key("--top"), fmt::format("expected at least 1, found {}", a.top));
+  if (a.threads < 0) throw InputError(kCl.with_key("--threads"), fmt::format("expected 0 (all cores) or more, found {}", a.threads));
+  if (a.grad_bytes != 2 && a.grad_bytes != 4) {
+    throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
+  }
+  const hw::HwCatalog& hw = ctx.catalog().hw;
+  const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
+  const model::ModelSpec model = ctx.catalog().model(a.model, kCl.with_key("--model"));
+  const hw::NodeSpec* node = nullptr;
+  if (!a.node.empty()) {
+    node = &hw.get_node(a.node, kCl.with_key("--node"));
+    if (node->gpu != gpu.name) {
+      throw InputError(kCl.with_key("--node"), fmt::format("node '{}' holds {} GPUs, not {}", node->name, node->gpu, gpu.name));
+    }
+  } else {
+    for (const auto& [name, n] : hw.nodes()) {
+      if (n.gpu == gpu.name) {
+        node = &n;
+        break;
+      }
+    }
+  }
+  const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
+  const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
+
+  tr::PlannerOptions o;
+  o.gpus = a.gpus;
+  o.seq = a.seq;
+  o.gbs = a.gbs;
+  o.base.precision = tr::parse_precision(a.precision, kCl.with_key("--precision"));
+  if (!gpu.peak(o.base.precision)) {
+    throw InputError(kCl.with_key("--precision"),
+                     fmt::format("GPU '{}' has no dense {} peak", gpu.name, hw::dtype_name(o.base.precision)));
+  }
+  o.base.grad_bytes = a.grad_bytes;
+  o.base.capacity_factor = a.capacity_factor;
+  o.base.load_imbalance = a.load_imbalance;
+  if (a.capacity_factor < 0.0) {
+    throw InputError(kCl.with_key("--capacity-factor"), fmt::format("expected >= 0, found {}", a.capacity_factor));
+  }
+  if (a.load_imbalance < 1.0) {
+    throw InputError(kCl.with_key("--load-imbalance"), fmt::format("expected >= 1, found {}", a.load_imbalance));
+  }
+  if (a.budget_given) {
+    if (!(a.budget_gib > 0.0) || Bytes::from_double(a.budget_gib * 1073741824.0) > gpu.memory) {
+      throw InputError(kCl.with_key("--budget-gib"),
+                       fmt::format("expected a budget in (0, {:.2f}] GiB (the memory of one {}), found {}",
+                                   gpu.memory.to_gib(), gpu.name, a.budget_gib));
+    }
+    o.budget = Bytes::from_double(a.budget_gib * 1073741824.0);
+  }
+  o.space = make_space(a);
+  o.top_k = static_cast<size_t>(a.top);
+  o.threads = a.threads;
+  o.prune = !a.exhaustive;
+  o.keep_candidates = !a.candidates_csv.empty();
+  std::unique_ptr<ProgressBar> bar;
+  std::string bar_phase;
+  o.progress = [&](std::string_view phase, uint64_t done, uint64_t total) {
+    if (phase != bar_phase) {
+      if (bar) bar->finish();
+      bar_phase = std::string(phase);
+      bar = std::make_unique<ProgressBar>(fmt::format("plan: {}", phase), total, ProgressOptions{ctx.global.quiet});
+    }
+    bar->update(done);
+  };
+  const compute::ComputeModel cm(gpu);
+  const tr::PlannerResult r = tr::plan_training(model, cluster, cm, o);
+  if (bar) bar->finish();
+  if (!a.candidates_csv.empty()) io::write_file_atomic(a.candidates_csv, candidates_csv(r.candidates));
+  const bool feasible = !r.top.empty();
+  ctx.exit_code = feasible ? 0 : 1;
+
+  if (ctx.global.json) {
+    Json j = envelope("plan train");
+    j["model"] = model.name;
+    j["gpu"] = gpu.name;
+    j["gpus"] = a.gpus;
+    j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
+    j["seq"] = a.seq;
+    j["gbs"] = a.gbs;
+    j["precision"] = hw::dtype_name(o.base.precision);
+    j["budget_bytes"] = r.budget.count();
+    j["feasible"] = feasible;
+    j["counts"] = Json{{"enumerated", r.counts.enumerated}, {"invalid", r.counts.invalid},
+                       {"over_budget", r.counts.over_budget}, {"fits", r.counts.fits},
+                       {"simulated", r.counts.simulated},     {"pruned", r.counts.pruned},
+                       {"errors", r.counts.errors}};
+    j["top"] = simulated_json(r.top);
+    j["pareto"] = simulated_json(r.pareto);
+    Json reasons = Json::array();
+    for (const tr::ReasonCount& rc : r.reasons) {
+      reasons.push_back(Json{{"key", rc.key}, {"count", rc.count}, {"example", rc.example}});
+    }
+    j["infeasible"] = Json{{"reasons", reasons},
+                           {"fastest_over_budget", over_budget_json(r.fastest_over_budget, r.budget)},
+                           {"closest_over_budget", over_budget_json(r.closest_over_budget, r.budget)}};
+    ctx.out << io::dump_json(j);
+    return;
+  }
+  ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
+                         model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", a.seq, a.gbs,
+                         hw::dtype_name(o.base.precision), gib(r.budget));
+  ctx.out << fmt::format("plans: {} enumerated, {} invalid, {} over the budget, {} within it: {} simulated, {} skipped "
+                         "(cannot enter the top {} or the Pareto front; docs/planner.md){}\n\n",
+                         r.counts.enumerated, r.counts.invalid, r.counts.over_budget, r.counts.fits, r.counts.simulated,
+                         r.counts.pruned, a.top,
+                         r.counts.errors > 0 ? fmt::format("; {} failed in the simulator (internal-error below)", r.counts.errors)
+                                             : std::string());
+  if (feasible) {
+    ctx.out << simulated_table(r.top, fmt::format("top {} plans by tokens/s per GPU", r.top.size())).render() << "\n";
+    ctx.out << simulated_table(r.pareto, "Pareto front: tokens/s per GPU vs peak memory (more memory, more speed)").render()
+            << "\n";
+  } else {
+    ctx.out << "no feasible plan: every plan breaks a constraint or exceeds the memory budget\n\n";
+  }
+  if (!r.fastest_over_budget.empty()) {
+    ctx.out << over_budget_table(r.fastest_over_budget, r.budget,
+                                 "fastest plans over the memory budget (bound: an upper bound on their tokens/s per GPU)")
+                   .render()
+            << "\n";
+    if (!feasible) {
+      ctx.out << over_budget_table(r.closest_over_budget, r.budget, "plans closest to the memory budget").render() << "\n";
+    }
+  }
+  Table why({"reason", "plans", "example"}, "why plans fail");
+  for (const tr::ReasonCount& rc : r.reasons) why.add_row({rc.key, std::to_string(rc.count), rc.example});
+  if (why.rows() > 0) ctx.out << why.render();
+}
+
+}  // namespace
+
+void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  auto a = std::make_shared<PlanTrainArgs>();
+  CLI::App* c = plan_group(app)->add_subcommand(
+      "train", "every training plan of a model on N GPUs: top K by throughput, Pareto front, why others fail");
+  c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  c->add_option("--model", a->model, "catalog model name or path to a config.json")->type_name("NAME");
+  c->add_option("--gpu", a->gpu, "catalog GPU, e.g. h100-sxm")->type_name("NAME");
+  c->add_option("--gpus", a->gpus, "GPU count")->type_name("N");
+  c->add_option("--seq", a->seq, "sequence length (tokens)");
+  c->add_option("--gbs", a->gbs, "global batch size (sequences)");
+  c->add_option("--budget-gib", a->budget_gib, "memory budget per GPU in GiB (default: the GPU's memory)")
+      ->each([a](const std::string&) { a->budget_given = true; });
+  c->add_option("--top", a->top, "plans to list")->capture_default_str();
+  c->add_option("--threads", a->threads, "threads (0 = all cores); results do not depend on it")->capture_default_str();
+  c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
+  c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
+  c->add_option("--precision", a->precision, "bf16 | fp16 | fp8 (fixed for every plan)")->capture_default_str();
+  c->add_option("--max-tp", a->max_tp, "largest TP degree (0 = GPUs per node)")->capture_default_str();
+  c->add_option("--max-pp", a->max_pp, "largest PP degree (0 = layers)")->capture_default_str();
+  c->add_option("--max-cp", a->max_cp, "largest CP degree (powers of two; 1 = no CP, 0 = no limit)")->capture_default_str();
+  c->add_option("--max-ep", a->max_ep, "largest EP degree for MoE models (0 = experts)")->capture_default_str();
+  c->add_option("--max-vp", a->max_vp, "largest virtual-stage count (0 = layers / pp)")->capture_default_str();
+  c->add_option("--max-mbs", a->max_mbs, "largest micro-batch (0 = gbs / dp)")->capture_default_str();
+  c->add_option("--schedules", a->schedules, "pipeline schedules to try (comma-separated)")->capture_default_str();
+  c->add_option("--shardings", a->shardings, "DP shardings to try: none, zero1, zero2, zero3, hsdp")->capture_default_str();
+  c->add_option("--recomputes", a->recomputes, "recompute modes to try")->capture_default_str();
+  c->add_option("--sp", a->sp, "sequence parallelism with TP: both | yes | no")->capture_default_str();
+  c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
+  c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
+  c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();
+  c->add_flag("--exhaustive", a->exhaustive, "simulate every plan within the budget (no bound pruning)");
+  c->add_option("--candidates-csv", a->candidates_csv, "write every candidate with its status and reason")
+      ->type_name("FILE");
+  actions.emplace_back(c, [a](Context& ctx) { run_plan_train(ctx, *a); });
+}
+
+}  // namespace orrery::cli

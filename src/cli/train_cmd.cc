@@ -1,0 +1,323 @@
+// `orrery train`: memory, step time, throughput, MFU/HFU and a breakdown of one training plan
+// (docs/training.md). Every column of ../shared/validation/training.csv maps onto one flag.
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/app.h"
+#include "cli/output.h"
+#include "compute/compute_model.h"
+#include "core/strings.h"
+#include "core/unit_parse.h"
+#include "io/atomic_file.h"
+#include "io/hf_config.h"
+#include "train/train.h"
+
+namespace orrery::cli {
+namespace {
+
+using io::Json;
+namespace tr = orrery::train;
+
+const Where kCl{"<command line>", 0, ""};
+
+struct TrainArgs {
+  std::string model, hf_config, arch;
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
+  int64_t seq = 2048;
+  std::string gpu, node, nic_bandwidth = "400 Gb/s";
+  int64_t gpus = 0;
+  int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, vp = 1, mbs = 1, gbs = 0;
+  std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes";
+  int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
+  double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0;
+  std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
+  bool activation_offload = false, optimizer_offload = false;
+  std::string trace_out, trace_ranks;
+};
+
+bool parse_yes_no(const std::string& v, const std::string& flag) {
+  const std::string l = to_lower(trim(v));
+  if (l == "yes" || l == "true" || l == "on" || l == "1") return true;
+  if (l == "no" || l == "false" || l == "off" || l == "0") return false;
+  throw InputError(kCl.with_key(flag), fmt::format("expected yes or no, found '{}'", v));
+}
+
+model::ModelSpec resolve_model(Context& ctx, const TrainArgs& a) {
+  const int given = (a.model.empty() ? 0 : 1) + (a.hf_config.empty() ? 0 : 1) + (a.arch.empty() ? 0 : 1);
+  if (given != 1) {
+    throw InputError(kCl.with_key("--model"),
+                     given == 0 ? "missing model: give --model NAME, --hf-config FILE, or --arch gpt|llama with its sizes"
+                                : "give only one of --model, --hf-config and --arch");
+  }
+  if (!a.model.empty()) return ctx.catalog().model(a.model, kCl.with_key("--model"));
+  if (!a.hf_config.empty()) return io::read_hf_config(a.hf_config);
+  const std::string arch = to_lower(a.arch);
+  if (arch != "gpt" && arch != "llama") {
+    throw InputError(kCl.with_key("--arch"), fmt::format("unknown architecture '{}'", a.arch),
+                     suggest(a.arch, {"gpt", "llama"}));
+  }
+  for (const auto& [flag, v] : {std::pair<const char*, int64_t>{"--layers", a.layers}, {"--hidden", a.hidden},
+                                {"--heads", a.heads}, {"--vocab", a.vocab}}) {
+    if (v <= 0) throw InputError(kCl.with_key(flag), fmt::format("--arch {} needs a positive {}", arch, flag));
+  }
+  model::GenericArch g;
+  g.layers = a.layers;
+  g.hidden = a.hidden;
+  g.heads = a.heads;
+  g.kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
+  g.ffn = a.ffn > 0 ? a.ffn : 4 * a.hidden;
+  g.vocab = a.vocab;
+  g.seq = a.seq;
+  return arch == "gpt" ? model::ModelSpec::gpt(g) : model::ModelSpec::llama(g);
+}
+
+tr::Plan make_plan(const TrainArgs& a) {
+  tr::Plan p;
+  p.tp = a.tp;
+  p.pp = a.pp;
+  p.cp = a.cp;
+  p.ep = a.ep;
+  p.vp = a.vp;
+  const int64_t inner = std::max<int64_t>(1, a.tp * a.pp * a.cp);
+  p.dp = a.dp > 0 ? a.dp : std::max<int64_t>(1, a.gpus / inner);
+  p.mbs = a.mbs;
+  p.gbs = a.gbs;
+  p.seq = a.seq;
+  p.sp = parse_yes_no(a.sp, "--sp");
+  p.recompute = tr::parse_recompute(a.recompute, kCl.with_key("--recompute"));
+  p.recompute_layers = a.recompute_layers;
+  p.precision = tr::parse_precision(a.precision, kCl.with_key("--precision"));
+  p.sharding = tr::parse_sharding(a.dp_sharding, kCl.with_key("--dp-sharding"));
+  p.shard_group = a.shard_group;
+  p.unsharded_layers = a.unsharded_layers;
+  p.fsdp_prefetch = a.fsdp_prefetch;
+  p.schedule = a.schedule.empty() ? (a.vp > 1 ? tr::Schedule::kInterleaved : tr::Schedule::kOneFOneB)
+                                  : tr::parse_schedule(a.schedule, kCl.with_key("--schedule"));
+  p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
+  p.grad_bytes = a.grad_bytes;
+  if (a.grad_bytes != 2 && a.grad_bytes != 4) {
+    throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
+  }
+  p.bucket_bytes = static_cast<int64_t>(a.bucket_mb * 1e6);
+  p.capacity_factor = a.capacity_factor;
+  p.load_imbalance = a.load_imbalance;
+  p.grad_sync = tr::parse_grad_sync(a.grad_sync, kCl.with_key("--grad-sync"));
+  p.grad_density = a.grad_density;
+  p.overlap_grad_reduce = parse_yes_no(a.overlap_grad, "--overlap-grad-reduce");
+  p.overlap_param_gather = parse_yes_no(a.overlap_param, "--overlap-param-gather");
+  p.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
+  p.activation_offload = a.activation_offload;
+  p.optimizer_offload = a.optimizer_offload;
+  return p;
+}
+
+std::vector<int32_t> parse_trace_stages(const std::string& text, const tr::Plan& p) {
+  std::vector<int32_t> stages;
+  if (text.empty()) return {0};
+  std::stringstream ss(text);
+  std::string item;
+  const int64_t stride = tr::group_stride(p, tr::Group::kPp);
+  while (std::getline(ss, item, ',')) {
+    const std::string t(trim(item));
+    int64_t r = -1;
+    try {
+      size_t used = 0;
+      r = std::stoll(t, &used);
+      if (used != t.size()) r = -1;
+    } catch (const std::exception&) {
+      r = -1;
+    }
+    if (r < 0 || r >= p.gpus()) {
+      throw InputError(kCl.with_key("--trace-ranks"), fmt::format("'{}' is not a rank in [0, {})", t, p.gpus()));
+    }
+    stages.push_back(static_cast<int32_t>(r / stride));
+  }
+  std::sort(stages.begin(), stages.end());
+  stages.erase(std::unique(stages.begin(), stages.end()), stages.end());
+  return stages;
+}
+
+std::string chrome_trace(const std::vector<tr::TraceEvent>& events, const tr::Plan& p) {
+  Json ev = Json::array();
+  const int64_t stride = tr::group_stride(p, tr::Group::kPp);
+  for (const tr::TraceEvent& e : events) {
+    ev.push_back(Json{{"name", e.name},
+                      {"ph", "X"},
+                      {"ts", e.start.to_us()},
+                      {"dur", (e.end - e.start).to_us()},
+                      {"pid", fmt::format("rank {} (stage {})", e.stage * stride, e.stage)},
+                      {"tid", e.stream}});
+  }
+  return io::dump_json(Json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}});
+}
+
+std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
+
+void run_train(Context& ctx, const TrainArgs& a) {
+  if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
+  if (a.gpus <= 0) throw InputError(kCl.with_key("--gpus"), "missing or not positive; e.g. --gpus 8");
+  if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), "missing or not positive: the global batch in sequences");
+  const model::ModelSpec model = resolve_model(ctx, a);
+  const hw::HwCatalog& hw = ctx.catalog().hw;
+  const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
+  const hw::NodeSpec* node = nullptr;
+  if (!a.node.empty()) {
+    node = &hw.get_node(a.node, kCl.with_key("--node"));
+  } else {
+    for (const auto& [name, n] : hw.nodes()) {
+      if (n.gpu == gpu.name) {
+        node = &n;
+        break;
+      }
+    }
+  }
+  const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
+  const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
+  const tr::Plan plan = make_plan(a);
+  tr::require_valid_plan(model, plan, a.gpus, gpu, kCl);
+  tr::EvaluateOptions opt;
+  if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
+  const compute::ComputeModel cm(gpu);
+  const tr::TrainResult r = tr::evaluate(model, plan, cluster, cm, opt);
+  if (!a.trace_out.empty()) io::write_file_atomic(a.trace_out, chrome_trace(r.step.trace, plan));
+
+  const tr::StageMemory& ps = r.memory.stages[static_cast<size_t>(r.memory.peak_stage)];
+  const tr::MemoryBreakdown& mb = ps.memory;
+  const std::vector<std::pair<std::string, Bytes>> mem = {
+      {"weights", mb.weights},         {"gradients", mb.gradients},         {"optimizer", mb.optimizer},
+      {"activations", mb.activations}, {"temporary", mb.temporary},         {"communication", mb.communication},
+      {"cuda_context", mb.context},    {"allocator", mb.allocator}};
+  if (ctx.global.json) {
+    Json j = envelope("train");
+    j["model"] = model.name;
+    j["gpu"] = gpu.name;
+    j["gpus"] = a.gpus;
+    j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
+    j["plan"] = {{"dp", plan.dp},
+                 {"tp", plan.tp},
+                 {"pp", plan.pp},
+                 {"cp", plan.cp},
+                 {"ep", plan.ep},
+                 {"vp", plan.vp},
+                 {"sp", plan.sp},
+                 {"schedule", tr::schedule_name(plan.schedule)},
+                 {"mbs", plan.mbs},
+                 {"gbs", plan.gbs},
+                 {"seq", plan.seq},
+                 {"microbatches", plan.microbatches()},
+                 {"recompute", tr::recompute_name(plan.recompute)},
+                 {"precision", hw::dtype_name(plan.precision)},
+                 {"dp_sharding", tr::sharding_name(plan.sharding)}};
+    j["step_time_s"] = r.step.step_time.to_seconds();
+    j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
+    j["tflops_per_gpu"] = r.tflops_per_gpu;
+    j["mfu"] = r.mfu;
+    j["hfu"] = r.hfu;
+    j["peak_memory_bytes"] = r.memory.peak.count();
+    j["peak_stage"] = r.memory.peak_stage;
+    j["peak_rank"] = r.memory.peak_rank;
+    j["memory_capacity_bytes"] = r.memory.capacity.count();
+    j["fits"] = r.memory.fits;
+    Json m = Json::object();
+    for (const auto& [k, v] : mem) m[k] = v.count();
+    j["memory"] = m;
+    Json t = Json::object();
+    for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
+      t[std::string(tr::time_category_name(static_cast<tr::TimeCategory>(i)))] = r.step.breakdown[i].to_seconds();
+    }
+    j["time"] = t;
+    j["time_stage"] = r.step.breakdown_stage;
+    Json layers = Json::array();
+    for (const tr::LayerMemory& l : r.memory.peak_layers) {
+      layers.push_back(Json{{"layer", l.layer}, {"model_states", l.model_states.count()}, {"activations", l.activations.count()}});
+    }
+    j["memory_by_layer"] = layers;
+    ctx.out << io::dump_json(j);
+    return;
+  }
+  Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}",
+                                            model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, plan.cp, plan.ep,
+                                            plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq));
+  s.add_row({"step time (s)", fmt::format("{:.4f}", r.step.step_time.to_seconds())});
+  s.add_row({"tokens/s per GPU", fmt::format("{:.1f}", r.tokens_per_s_per_gpu)});
+  s.add_row({"TFLOP/s per GPU", fmt::format("{:.1f}", r.tflops_per_gpu)});
+  s.add_row({"MFU", fmt::format("{:.1f}%", 100 * r.mfu)});
+  s.add_row({"HFU", fmt::format("{:.1f}%", 100 * r.hfu)});
+  s.add_row({"peak memory (GiB)", fmt::format("{} of {} (rank {}, stage {})", gib(r.memory.peak), gib(r.memory.capacity),
+                                              r.memory.peak_rank, r.memory.peak_stage)});
+  s.add_row({"fits", r.memory.fits ? "yes" : "NO"});
+  ctx.out << s.render() << "\n";
+  Table m({"memory", "GiB"}, fmt::format("memory of the peak rank (stage {})", r.memory.peak_stage));
+  for (const auto& [k, v] : mem) m.add_row({k, gib(v)});
+  m.add_row({"total", gib(mb.total())});
+  ctx.out << m.render() << "\n";
+  Table t({"time", "s", "share"}, fmt::format("step time by category (stage {})", r.step.breakdown_stage));
+  for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
+    const Time v = r.step.breakdown[i];
+    t.add_row({std::string(tr::time_category_name(static_cast<tr::TimeCategory>(i))), fmt::format("{:.4f}", v.to_seconds()),
+               fmt::format("{:.1f}%", 100.0 * (v / r.step.step_time))});
+  }
+  ctx.out << t.render();
+}
+
+}  // namespace
+
+void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  auto a = std::make_shared<TrainArgs>();
+  CLI::App* c = app.add_subcommand("train", "memory, step time, MFU and breakdown of one training plan (docs/training.md)");
+  c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides
+  c->add_option("--model", a->model, "catalog model name or path to a config.json")->type_name("NAME");
+  c->add_option("--hf-config", a->hf_config, "Hugging Face config.json")->type_name("FILE");
+  c->add_option("--arch", a->arch, "generic architecture: gpt | llama (with --layers --hidden --heads ...)");
+  c->add_option("--layers", a->layers, "transformer layers (--arch)");
+  c->add_option("--hidden", a->hidden, "hidden size (--arch)");
+  c->add_option("--heads", a->heads, "attention heads (--arch)");
+  c->add_option("--kv-heads", a->kv_heads, "key/value heads (--arch; default = heads)");
+  c->add_option("--ffn", a->ffn, "MLP intermediate size (--arch; default 4 x hidden)");
+  c->add_option("--vocab", a->vocab, "vocabulary size (--arch)");
+  c->add_option("--seq", a->seq, "sequence length")->capture_default_str();
+  c->add_option("--gpu", a->gpu, "catalog GPU, e.g. h100-sxm")->type_name("NAME");
+  c->add_option("--gpus", a->gpus, "GPU count");
+  c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
+  c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
+  c->add_option("--tp", a->tp, "tensor-parallel degree")->capture_default_str();
+  c->add_option("--pp", a->pp, "pipeline-parallel degree")->capture_default_str();
+  c->add_option("--dp", a->dp, "data-parallel degree (default gpus / (tp pp cp))");
+  c->add_option("--cp", a->cp, "context-parallel degree")->capture_default_str();
+  c->add_option("--ep", a->ep, "expert-parallel degree (within dp x cp)")->capture_default_str();
+  c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved)")->capture_default_str();
+  c->add_option("--mbs", a->mbs, "micro-batch size (sequences)")->capture_default_str();
+  c->add_option("--gbs", a->gbs, "global batch size (sequences)");
+  c->add_option("--sp", a->sp, "sequence parallelism: yes | no")->capture_default_str();
+  c->add_option("--recompute", a->recompute, "activation recompute: none | selective | full")->capture_default_str();
+  c->add_option("--recompute-layers", a->recompute_layers, "full recompute on this many layers per pipeline rank (-1 all)");
+  c->add_option("--precision", a->precision, "bf16 | fp16 | fp8")->capture_default_str();
+  c->add_option("--dp-sharding", a->dp_sharding, "none | distopt (zero1) | zero2 | fsdp (zero3) | hsdp")->capture_default_str();
+  c->add_option("--shard-group", a->shard_group, "HSDP: DP ranks per shard group (0 = all)");
+  c->add_option("--unsharded-layers", a->unsharded_layers, "ZeRO-3: layers kept gathered per pipeline rank");
+  c->add_option("--fsdp-prefetch", a->fsdp_prefetch, "ZeRO-3: layers all-gathered ahead")->capture_default_str();
+  c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (default 1f1b; interleaved with --vp > 1)");
+  c->add_option("--flash-attention", a->flash, "fused attention: yes | no")->capture_default_str();
+  c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
+  c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();
+  c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
+  c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();
+  c->add_option("--grad-sync", a->grad_sync, "dense | sparse | zen")->capture_default_str();
+  c->add_option("--grad-density", a->grad_density, "gradient density of sparse sync, (0, 1]")->capture_default_str();
+  c->add_option("--overlap-grad-reduce", a->overlap_grad, "DP reduction overlapped with backward: yes | no")->capture_default_str();
+  c->add_option("--overlap-param-gather", a->overlap_param, "ZeRO-1/2 parameter gather overlapped: yes | no")->capture_default_str();
+  c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs: yes | no")->capture_default_str();
+  c->add_flag("--activation-offload", a->activation_offload, "offload saved activations to host memory");
+  c->add_flag("--optimizer-offload", a->optimizer_offload, "optimizer states and step on the host");
+  c->add_option("--trace-out", a->trace_out, "write a Chrome/Perfetto trace of one step")->type_name("FILE");
+  c->add_option("--trace-ranks", a->trace_ranks, "ranks to trace, comma-separated (default 0)")->type_name("LIST");
+  actions.emplace_back(c, [a](Context& ctx) { run_train(ctx, *a); });
+}
+
+}  // namespace orrery::cli

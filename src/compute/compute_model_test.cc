@@ -1,0 +1,333 @@
+#include "compute/compute_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "model/op_inventory.h"
+
+namespace orrery::compute {
+namespace {
+
+// Datasheet figures as in catalog/gpus.yaml (the test builds the specs so it needs no catalog).
+hw::GpuSpec make_gpu(std::string name, std::string arch, double bandwidth, double fp16) {
+  hw::GpuSpec g;
+  g.name = std::move(name);
+  g.architecture = std::move(arch);
+  g.origin = "test";
+  g.memory_bandwidth = Bandwidth(bandwidth);
+  g.peak_flops[static_cast<size_t>(hw::DType::kFp16)] = FlopRate(fp16);
+  g.peak_flops[static_cast<size_t>(hw::DType::kBf16)] = FlopRate(fp16);
+  g.peak_flops[static_cast<size_t>(hw::DType::kFp32)] = FlopRate(fp16 / 16.0);
+  return g;
+}
+
+const hw::GpuSpec& h100() {
+  static const hw::GpuSpec g = [] {
+    hw::GpuSpec s = make_gpu("h100-sxm", "hopper", 3.35e12, 989.4e12);
+    s.peak_flops[static_cast<size_t>(hw::DType::kFp8)] = FlopRate(1978.9e12);
+    return s;
+  }();
+  return g;
+}
+const hw::GpuSpec& a100() {
+  static const hw::GpuSpec g = make_gpu("a100-sxm-80gb", "ampere", 2039e9, 312e12);
+  return g;
+}
+const hw::GpuSpec& a40() {
+  static const hw::GpuSpec g = make_gpu("a40", "ampere", 696e9, 149.7e12);
+  return g;
+}
+
+double us(Time t) { return t.to_us(); }
+
+model::ModelSpec llama2_7b() {
+  return model::ModelSpec::llama({32, 4096, 32, 32, 11008, 32000, 4096}, "llama2-7b");
+}
+
+TEST(DefaultCalibration, KnowsSmCountsAndThreadLimitsPerProduct) {
+  // Whitepapers: A100 108 SMs (cc 8.0, 2048 threads/SM); A40 84 SMs (cc 8.6, 1536); H100 SXM 132.
+  EXPECT_EQ(default_calibration(a100()).sm_count, 108);
+  EXPECT_EQ(default_calibration(a100()).max_threads_per_sm, 2048);
+  EXPECT_EQ(default_calibration(a40()).sm_count, 84);
+  EXPECT_EQ(default_calibration(a40()).max_threads_per_sm, 1536);
+  EXPECT_EQ(default_calibration(h100()).sm_count, 132);
+  EXPECT_EQ(default_calibration(h100()).name, "hopper");
+  // Published: cuBLAS large bf16 GEMMs reach 70-80% of H100 dense peak.
+  EXPECT_GE(default_calibration(h100()).gemm_efficiency, 0.70);
+  EXPECT_LE(default_calibration(h100()).gemm_efficiency, 0.80);
+  const hw::GpuSpec other = make_gpu("x1", "future-arch", 1e12, 100e12);
+  EXPECT_EQ(default_calibration(other).name, "generic");
+  EXPECT_EQ(default_calibration(other).sm_count, 0);
+}
+
+TEST(Gemm, Large8192CubedBf16OnH100TakesFlopsOverCalibratedRateTimesWaveQuantization) {
+  // 2*8192^3 FLOP at 989.4 TFLOP/s * eff. Tile candidates: 256x128 gives 2048 tiles = 16 waves of
+  // 132 SMs (2112 slots, 3.1% idle); 128x64 gives 8192 tiles = 63 waves (8316 slots, 1.5% idle) and
+  // is still compute-fed by L2 (192*8192*2 B per CTA at 0.0231 B/FLOP * 989.4e12 / 132 = 18 us <
+  // 24 us of MMA); 64x64 is L2-bound (12.1 us > 11.9 us per CTA, 125 waves). So 128x64 wins, and
+  // HBM (3 * 8192^2 * 2 B / (3.35e12 * 0.78) = 0.15 ms) is far below compute.
+  const ComputeModel cm(h100());
+  const double eff = cm.calibration().gemm_efficiency;
+  const double ideal = 2.0 * std::pow(8192.0, 3) / (989.4e12 * eff);
+  const double expected = ideal * (63.0 * 132.0 / 8192.0) + cm.calibration().launch_overhead.to_seconds();
+  const double t = cm.gemm({8192, 8192, 8192, 1}, hw::DType::kBf16).to_seconds();
+  EXPECT_NEAR(t, expected, expected * 1e-4);
+}
+
+TEST(Gemm, OneTileMoreThanTheSmCountTakesTwoWaves) {
+  // One 128x128 tile shape, no split-K, bandwidth made irrelevant: 108 tiles on 108 SMs is one wave,
+  // 109 tiles is two waves of the same per-tile time.
+  Calibration c = default_calibration(a100());
+  c.tiles = {{128, 128}};
+  c.max_split_k = 1;
+  c.gemm_memory_efficiency = 1e9;
+  c.l2_bytes_per_flop = 0.0;
+  const ComputeModel cm(a100(), c);
+  const Time launch = c.launch_overhead;
+  const Time one = cm.gemm({128.0 * 108, 128, 8192, 1}, hw::DType::kFp16) - launch;
+  const Time two = cm.gemm({128.0 * 109, 128, 8192, 1}, hw::DType::kFp16) - launch;
+  // Per tile: 2*128*128*8192 / (312e12/108 * 0.72) = 129.0 us.
+  EXPECT_NEAR(us(one), 2.0 * 128 * 128 * 8192 / (312e12 / 108 * 0.72) * 1e6, 0.01);
+  EXPECT_NEAR(two / one, 2.0, 1e-6);
+}
+
+TEST(Gemm, SingleTokenProjectionIsWeightBandwidthBound) {
+  // Llama-2-7B QKV at one token: 2 B * (4096 + 4096*12288 + 12288) = 100.7 MB over 2,039 GB/s * 0.78
+  // = 63.3 us; the padded-tile compute (2 waves of 64x64 tiles, 32 us) adds (32/63)^5 < 4% inside the
+  // smooth max, i.e. < 1% of time. (vidur measured 65 us on an A100.)
+  const ComputeModel cm(a100());
+  const double bytes = 2.0 * (4096.0 + 4096.0 * 12288 + 12288);
+  const double expected = bytes / (2039e9 * cm.calibration().gemm_memory_efficiency) * 1e6 + 3.0;
+  EXPECT_NEAR(us(cm.gemm({1, 12288, 4096, 1}, hw::DType::kFp16)), expected, 0.01 * expected);
+}
+
+TEST(Gemm, TimeNeverDecreasesWithRowsOrDepth) {
+  // Each candidate's time is non-decreasing in m and k, and the candidate set only shrinks with m
+  // (split-K needs free SMs), so the minimum is non-decreasing.
+  const ComputeModel cm(a100());
+  Time prev;
+  for (int64_t m = 1; m <= 4096; ++m) {
+    const Time t = cm.gemm({static_cast<double>(m), 12288, 4096, 1}, hw::DType::kFp16);
+    ASSERT_GE(t, prev) << "m = " << m;
+    prev = t;
+  }
+  prev = Time::zero();
+  for (int64_t k = 64; k <= 16384; k += 64) {
+    const Time t = cm.gemm({512, 4096, k, 1}, hw::DType::kFp16);
+    ASSERT_GE(t, prev) << "k = " << k;
+    prev = t;
+  }
+}
+
+TEST(Gemm, EmptyGemmCostsOnlyTheLaunch) {
+  const ComputeModel cm(a100());
+  EXPECT_EQ(cm.gemm({0.0, 4096, 4096, 8}, hw::DType::kFp16), cm.calibration().launch_overhead);
+}
+
+TEST(Gemm, WithoutSmCountItIsAPlainRoofline) {
+  // Unknown product: t = smooth_max(2mnk/(peak*eff), bytes/(bw*eff_mem)) + launch; compute-bound here
+  // (8192^3: 1.1 ms of compute vs 0.2 ms of memory at 1e12 B/s... (0.2/1.1)^5 ~ 2e-4 inside the root).
+  const hw::GpuSpec g = make_gpu("x1", "future-arch", 2e12, 1000e12);
+  const ComputeModel cm(g);
+  const Calibration& c = cm.calibration();
+  const double tc = 2.0 * std::pow(8192.0, 3) / (1000e12 * c.gemm_efficiency);
+  const double tm = 3.0 * 8192.0 * 8192.0 * 2.0 / (2e12 * c.gemm_memory_efficiency);
+  const double expected = tc * std::pow(1.0 + std::pow(tm / tc, c.transition_sharpness), 1.0 / c.transition_sharpness) +
+                          c.launch_overhead.to_seconds();
+  EXPECT_NEAR(cm.gemm({8192, 8192, 8192, 1}, hw::DType::kBf16).to_seconds(), expected, expected * 1e-6);
+}
+
+TEST(Gemm, DtypeTheGpuLacksIsAnInputError) {
+  const ComputeModel cm(a100());
+  try {
+    (void)cm.gemm({128, 128, 128, 1}, hw::DType::kFp8);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("a100-sxm-80gb"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fp8"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("fp16"), std::string::npos) << e.hint();
+  }
+  const std::vector<AttentionSeq> seqs = {{1, 100}};
+  EXPECT_THROW((void)cm.attention(seqs, AttentionHeads{}, hw::DType::kFp8, Pass::kForward), InputError);
+  EXPECT_THROW((void)cm.linear_layer_ops(llama2_7b(), 16, 1, hw::DType::kFp4), InputError);
+  const auto ops = model::layer_ops(llama2_7b(), 0, model::Shape::training(1, 128));
+  EXPECT_THROW((void)cm.op(ops[0], model::Shape::training(1, 128), llama2_7b(), hw::DType::kFp8, Pass::kForward),
+               InputError);
+}
+
+TEST(MemoryBound, BytesOverStreamingBandwidthPlusLaunch) {
+  // 1 GB at 2,039 GB/s * 0.90 = 544.9 us, plus 3 us.
+  const ComputeModel cm(a100());
+  EXPECT_NEAR(us(cm.memory_bound(Bytes(1'000'000'000))), 1e9 / (2039e9 * 0.90) * 1e6 + 3.0, 1e-3);
+}
+
+TEST(MemoryBound, UnvectorizedKernelsAreCappedByLittlesLaw) {
+  // A100: 108 SMs * 2048 threads * 2 B in flight / 434 ns = 1.019 TB/s < 0.9 * 2,039 GB/s.
+  const ComputeModel cm(a100());
+  const double cap = 108.0 * 2048.0 * 2.0 / 434e-9;
+  EXPECT_NEAR(us(cm.scalar_memory_bound(Bytes(1'000'000'000), 2)), 1e9 / cap * 1e6 + 3.0, 1e-3);
+  // 16-byte accesses: 8x the in-flight bytes, so HBM bounds it again.
+  EXPECT_EQ(cm.scalar_memory_bound(Bytes(1'000'000'000), 16), cm.memory_bound(Bytes(1'000'000'000)));
+}
+
+TEST(Attention, LongPrefillRunsAtFlashAttentionRateForItsLength) {
+  // One causal 8192-token sequence, 32 heads of 128: pairs = 8192*8193/2, FLOPs = 2*32*pairs*256 =
+  // 5.50e11; rate = 312e12 * 0.73 * 8192/(8192+512); memory (Q,K,V,O: 67 MB) is negligible.
+  const ComputeModel cm(a100());
+  const std::vector<AttentionSeq> seqs = {{8192, 8192}};
+  const AttentionHeads heads{32, 32, 128, 128, 0, true};
+  const double flops = 2.0 * 32 * (8192.0 * 8193.0 / 2.0) * 256;
+  const double expected = flops / (312e12 * 0.73 * 8192.0 / 8704.0) * 1e6 + 3.0;
+  const double t = us(cm.attention(seqs, heads, hw::DType::kFp16, Pass::kForward));
+  EXPECT_NEAR(t, expected, 0.002 * expected);
+  // Backward: 2.5x the forward's FLOPs (dQ, dK, dV and the recomputed scores).
+  const double tb = us(cm.attention(seqs, heads, hw::DType::kFp16, Pass::kBackward));
+  EXPECT_NEAR((tb - 3.0) / (t - 3.0), 2.5, 0.01);
+}
+
+TEST(Attention, ShortSequencesRunAtALowerRatePerFlop) {
+  const ComputeModel cm(a100());
+  const AttentionHeads heads{32, 32, 128, 128, 0, true};
+  const std::vector<AttentionSeq> short_seqs(16, AttentionSeq{512, 512});
+  const std::vector<AttentionSeq> long_seq = {{8192, 8192}};
+  const auto per_pair = [&](const std::vector<AttentionSeq>& s, double pairs) {
+    return (cm.attention(s, heads, hw::DType::kFp16, Pass::kForward) - cm.calibration().launch_overhead).to_seconds() /
+           pairs;
+  };
+  // Rate ratio from L/(L+512): (8192/8704) / (512/1024) = 1.88.
+  const double ratio = per_pair(short_seqs, 16 * 512.0 * 513 / 2) / per_pair(long_seq, 8192.0 * 8193 / 2);
+  EXPECT_NEAR(ratio, (8192.0 / 8704.0) / 0.5, 0.05);
+}
+
+TEST(Attention, DecodeReadsTheKvCacheAtStreamingBandwidth) {
+  // H100, 64 decodes of 4096 tokens, 8 kv heads of 128 (Llama-3-8B): 64*4096*8*256*2 B = 1.07 GB at
+  // 3.35 TB/s * 0.90 = 356 us; 512 (seq, head) blocks keep 512*16 KiB in flight, far above need.
+  const ComputeModel cm(h100());
+  const std::vector<AttentionSeq> seqs(64, AttentionSeq{1, 4096});
+  const AttentionHeads heads{32, 8, 128, 128, 0, true};
+  const double bytes = 2.0 * 64 * (32.0 * 256 + 4096.0 * 8 * 256);
+  const double expected = bytes / (3.35e12 * 0.90) * 1e6 + 3.0;
+  EXPECT_NEAR(us(cm.attention(seqs, heads, hw::DType::kBf16, Pass::kForward)), expected, 0.01 * expected);
+}
+
+TEST(Attention, SlidingWindowCapsTheKeysRead) {
+  const ComputeModel cm(h100());
+  const std::vector<AttentionSeq> seqs(64, AttentionSeq{1, 32768});
+  AttentionHeads full{32, 8, 128, 128, 0, true};
+  AttentionHeads windowed = full;
+  windowed.window = 4096;
+  const std::vector<AttentionSeq> short_ctx(64, AttentionSeq{1, 4096});
+  EXPECT_EQ(cm.attention(seqs, windowed, hw::DType::kBf16, Pass::kForward),
+            cm.attention(short_ctx, full, hw::DType::kBf16, Pass::kForward));
+}
+
+TEST(Op, GemmBackwardIsDgradPlusWgradAboutTwiceForward) {
+  // mlp.up_gate of Llama-2-7B at 4096 tokens: forward 4096x22016x4096; dgrad 4096x4096x22016 and
+  // wgrad 4096x22016x4096 have the same FLOPs, so backward = 2x forward up to wave quantization.
+  const ComputeModel cm(h100());
+  const model::ModelSpec spec = llama2_7b();
+  const model::Shape shape = model::Shape::training(1, 4096);
+  const auto ops = model::layer_ops(spec, 0, shape);
+  const auto it = std::find_if(ops.begin(), ops.end(), [](const model::Op& o) { return o.name == "mlp.up_gate"; });
+  ASSERT_NE(it, ops.end());
+  const Time fwd = cm.op(*it, shape, spec, hw::DType::kBf16, Pass::kForward);
+  const Time bwd = cm.op(*it, shape, spec, hw::DType::kBf16, Pass::kBackward);
+  EXPECT_EQ(fwd, cm.gemm({4096, 22016, 4096, 1}, hw::DType::kBf16));
+  EXPECT_EQ(bwd, cm.gemm({4096, 4096, 22016, 1}, hw::DType::kBf16) + cm.gemm({4096, 22016, 4096, 1}, hw::DType::kBf16));
+  EXPECT_NEAR(bwd / fwd, 2.0, 0.1);
+}
+
+TEST(Op, EveryOpKindHasAPositiveTimeAndElementwiseBackwardMovesTwiceTheBytes) {
+  const ComputeModel cm(h100());
+  const model::ModelSpec spec = llama2_7b();
+  const model::Shape shape = model::Shape::training(2, 2048);
+  model::InventoryOptions options;
+  options.flash_attention = true;
+  const model::Inventory inv = model::build_inventory(spec, shape, options);
+  const Time launch = cm.calibration().launch_overhead;
+  auto check = [&](const model::Op& op) {
+    const Time f = cm.op(op, shape, spec, hw::DType::kBf16, Pass::kForward);
+    const Time b = cm.op(op, shape, spec, hw::DType::kBf16, Pass::kBackward);
+    EXPECT_GT(f, launch) << op.name;
+    EXPECT_GT(b, f) << op.name;
+    if (op.kind == model::OpKind::kElementwise || op.kind == model::OpKind::kNorm) {
+      EXPECT_NEAR((b - launch) / (f - launch), 2.0, 1e-6) << op.name;
+    }
+  };
+  for (const auto& op : inv.pre_ops) check(op);
+  for (const auto& g : inv.groups) {
+    for (const auto& op : g.ops) check(op);
+  }
+  for (const auto& op : inv.post_ops) check(op);
+}
+
+TEST(LinearLayerOps, NamesMatchVidurColumnsAndShardByTensorParallelism) {
+  const ComputeModel cm(a100());
+  const model::ModelSpec spec = llama2_7b();
+  const LayerOpTimes t1 = cm.linear_layer_ops(spec, 2048, 1, hw::DType::kFp16);
+  std::vector<std::string> names;
+  for (const auto& e : t1.ops) names.emplace_back(e.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
+                                             "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj",
+                                             "add"}));
+  // The QKV projection is the GEMM 2048 x (32+2*32)*128 x 4096.
+  EXPECT_EQ(t1.get("attn_pre_proj"), cm.gemm({2048, 12288, 4096, 1}, hw::DType::kFp16));
+  EXPECT_EQ(t1.get("missing"), Time::zero());
+  Time sum;
+  for (const auto& e : t1.ops) {
+    if (e.name != "emb") sum += e.time;
+  }
+  EXPECT_EQ(t1.linear_total(), sum);
+  // TP2 halves every sharded GEMM's FLOPs; compute-bound at 2048 tokens, so the MLP up projection
+  // takes between 0.45x and 0.6x (wave quantization of the smaller grid).
+  const LayerOpTimes t2 = cm.linear_layer_ops(spec, 2048, 2, hw::DType::kFp16);
+  const double r = t2.get("mlp_up_proj") / t1.get("mlp_up_proj");
+  EXPECT_GT(r, 0.45);
+  EXPECT_LT(r, 0.6);
+  // Norms and the residual add are not sharded.
+  EXPECT_EQ(t2.get("input_layernorm"), t1.get("input_layernorm"));
+}
+
+TEST(LinearLayerOps, KvHeadsNeverShardBelowOne) {
+  // Llama-3-8B shape (32 heads, 8 kv heads) at TP16: 2 query heads and max(1, 8/16) = 1 kv head, so
+  // QKV is tokens x (2 + 2*1)*128 x 4096.
+  const ComputeModel cm(a100());
+  const model::ModelSpec spec = model::ModelSpec::llama({32, 4096, 32, 8, 14336, 128256, 8192}, "llama3-8b");
+  const LayerOpTimes t = cm.linear_layer_ops(spec, 64, 16, hw::DType::kBf16);
+  EXPECT_EQ(t.get("attn_pre_proj"), cm.gemm({64, 4 * 128, 4096, 1}, hw::DType::kBf16));
+}
+
+TEST(LinearLayerOps, TensorParallelismThatDoesNotDivideTheHeadsIsAnInputError) {
+  const ComputeModel cm(a100());
+  try {
+    (void)cm.linear_layer_ops(llama2_7b(), 16, 3, hw::DType::kFp16);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().key, "tensor_parallel");
+    EXPECT_NE(std::string(e.what()).find("32 attention heads"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)cm.linear_layer_ops(llama2_7b(), 16, 0, hw::DType::kFp16), InputError);
+  EXPECT_THROW((void)cm.linear_layer_ops(llama2_7b(), 0, 1, hw::DType::kFp16), InputError);
+}
+
+TEST(LinearLayerOps, MoeLayerAddsARouterAndSplitsRowsOverExperts) {
+  // Mixtral-like: 8 experts, top-2, expert ffn 14336: 1024 tokens -> 256 rows per expert.
+  model::ModelSpec spec = model::ModelSpec::llama({32, 4096, 32, 8, 14336, 32000, 4096}, "moe");
+  spec.ffn = 0;
+  spec.moe.num_experts = 8;
+  spec.moe.top_k = 2;
+  spec.moe.expert_ffn = 14336;
+  spec.validate();
+  const ComputeModel cm(h100());
+  const LayerOpTimes t = cm.linear_layer_ops(spec, 1024, 1, hw::DType::kBf16);
+  EXPECT_EQ(t.get("moe_router"), cm.gemm({1024, 8, 4096, 1}, hw::DType::kBf16));
+  EXPECT_EQ(t.get("mlp_up_proj"), cm.gemm({256, 2 * 14336, 4096, 8}, hw::DType::kBf16));
+}
+
+}  // namespace
+}  // namespace orrery::compute

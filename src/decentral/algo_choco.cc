@@ -1,0 +1,57 @@
+// CHOCO-SGD: decentralized SGD with compressed gossip over a doubly stochastic W.
+//
+//   x_i^{+1/2} = x_i - a g_i(x_i)
+//   q_i = C(x_i^{+1/2} - xhat_i)             (the only message node i sends, to every out-neighbour)
+//   xhat_j <- xhat_j + q_j                    (every node keeps the public copies of its in-neighbours)
+//   x_i^+ = x_i^{+1/2} + gamma sum_j W(i, j) (xhat_j - xhat_i)
+// xhat starts at 0. With the identity compressor and gamma = 1 this is exact gossip x^+ = W x^{+1/2}.
+// The difference x - xhat plays the role of error feedback: what C drops is sent later.
+// Koloskova, Stich, Jaggi, "Decentralized stochastic optimization and gossip algorithms with compressed
+// communication", ICML 2019 (Algorithm 2).
+#include "decentral/algorithm.h"
+
+namespace orrery::decentral {
+
+namespace {
+
+class Choco final : public Algorithm {
+ public:
+  void init(const NodeMatrix& x0, StepContext&) override {
+    x_ = x0;
+    xhat_ = NodeMatrix::Zero(x0.rows(), x0.cols());
+    g_.resizeLike(x0);
+    t_.resizeLike(x0);
+    diff_.resize(x0.cols());
+    q_.resize(x0.cols());
+  }
+  void step(int64_t k, StepContext& ctx) override {
+    const SparseMixing& w = ctx.mix.W(k);
+    const int64_t d = x_.cols();
+    ctx.oracle.gradients(x_, g_);
+    x_ -= ctx.params.lr * g_;
+    for (NodeIndex i = 0; i < static_cast<NodeIndex>(x_.rows()); ++i) {
+      diff_ = x_.row(i) - xhat_.row(i);
+      compress(ctx.params.compressor, diff_.data(), q_.data(), d, ctx.rng, idx_);
+      xhat_.row(i) += q_;
+    }
+    w.apply(xhat_, t_);
+    x_ += ctx.params.gamma * (t_ - xhat_);
+    ctx.bytes += w.messages() * compressed_bytes(ctx.params.compressor, d);
+  }
+  const NodeMatrix& iterates() override { return x_; }
+
+ private:
+  NodeMatrix x_, xhat_, g_, t_;
+  Eigen::RowVectorXd diff_, q_;
+  std::vector<int32_t> idx_;
+};
+
+}  // namespace
+
+void register_choco(std::vector<AlgorithmInfo>& out) {
+  out.push_back({"choco-sgd", "CHOCO-SGD: DSGD with compressed gossip of public copies xhat (--compress)",
+                 "Koloskova, Stich, Jaggi, ICML 2019", MatrixNeed::kDoubly, false,
+                 [] { return std::make_unique<Choco>(); }});
+}
+
+}  // namespace orrery::decentral

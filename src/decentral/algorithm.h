@@ -1,0 +1,159 @@
+// Decentralized and federated optimization algorithms: the interface, the mixing they use, and the
+// registry (name, one-line description, citation, the mixing matrix each needs).
+//
+// Model card
+//   What      One iteration of an algorithm updates the n x d node states (rows = nodes) from stochastic
+//             gradients (decentral/problem.h) and gossip with the step's mixing matrices. The update rules
+//             are exactly those of ../shared/validation/decentralized.md; each algorithm file states its
+//             own. Node i's new row reads only rows j with W(i, j) != 0, i.e. its in-neighbours' messages
+//             (SparseMixing stores each row's in-neighbours), so a step can later be fed from MPI.
+//   Mixing    SparseMixing: row i lists (j, W(i, j)) for j in in(i) ∪ {i}; applying it costs
+//             O((n + m) d) for m directed edges. A MixingSchedule holds, per step t of the graph sequence's
+//             period, the doubly stochastic W, the row-stochastic A (pull) and the column-stochastic B
+//             (push) the algorithm needs; the runner checks the algorithm's requirement (MatrixNeed) and
+//             the graph's strong connectivity, and throws InputError otherwise.
+//   Bytes     Each step adds to StepContext::bytes what its nodes send: for gossip, one message per
+//             directed edge (self-loops are free) of `doubles` 8-byte values (or a compressed payload);
+//             for federated rounds, one download and one upload per participating client.
+//   Debug     Under ORRERY_ENABLE_ASSERTS the algorithms assert their conserved quantities: 1^T y = 1^T g
+//             for column-stochastic tracking, pi^T y = pi^T D^{-1} g for PULL-DIAG-GT, and the mean of
+//             the states for doubly stochastic gossip.
+//   Adding    One file with a class deriving from Algorithm and a function returning its AlgorithmInfo
+//             entries, plus one line in algorithm.cc's registry list.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "decentral/compression.h"
+#include "decentral/graph.h"
+#include "decentral/problem.h"
+
+namespace orrery::decentral {
+
+// A mixing matrix as per-row in-neighbour lists (row i: the weights node i gives its in-neighbours
+// and itself).
+class SparseMixing {
+ public:
+  SparseMixing() = default;
+  explicit SparseMixing(const Eigen::MatrixXd& w);
+  NodeIndex size() const { return static_cast<NodeIndex>(start_.empty() ? 0 : start_.size() - 1); }
+  // out = W in. REQUIRES: out is not in (no aliasing); sizes match (out is resized).
+  void apply(const NodeMatrix& in, NodeMatrix& out) const;
+  // out = W^R in, R >= 1, using `tmp` as a buffer.
+  void apply_power(const NodeMatrix& in, NodeMatrix& out, NodeMatrix& tmp, int64_t rounds) const;
+  // Directed messages per round: the off-diagonal non-zeros.
+  int64_t messages() const { return messages_; }
+  double diagonal(NodeIndex i) const { return diag_[static_cast<size_t>(i)]; }
+  const Eigen::MatrixXd& dense() const { return dense_; }
+  // Row i's entries.
+  struct Entry {
+    NodeIndex col;
+    double w;
+  };
+  const Entry* row_begin(NodeIndex i) const { return entries_.data() + start_[static_cast<size_t>(i)]; }
+  const Entry* row_end(NodeIndex i) const { return entries_.data() + start_[static_cast<size_t>(i) + 1]; }
+
+ private:
+  std::vector<int64_t> start_;
+  std::vector<Entry> entries_;
+  std::vector<double> diag_;
+  int64_t messages_ = 0;
+  Eigen::MatrixXd dense_;
+};
+
+enum class MatrixNeed { kNone, kDoubly, kRow, kColumn, kRowAndColumn };
+std::string_view need_name(MatrixNeed need);
+
+// The mixing matrices of one period of the graph sequence (only those the algorithm needs are filled).
+struct MixingSchedule {
+  std::vector<SparseMixing> w;  // doubly stochastic
+  std::vector<SparseMixing> a;  // row-stochastic (pull)
+  std::vector<SparseMixing> b;  // column-stochastic (push)
+  Eigen::VectorXd pi;           // weights of the "pi-weighted mean": Perron vector of A (of one period's
+                                // product when time-varying), else uniform 1/n
+  const SparseMixing& W(int64_t t) const { return w[static_cast<size_t>(t % static_cast<int64_t>(w.size()))]; }
+  const SparseMixing& A(int64_t t) const { return a[static_cast<size_t>(t % static_cast<int64_t>(a.size()))]; }
+  const SparseMixing& B(int64_t t) const { return b[static_cast<size_t>(t % static_cast<int64_t>(b.size()))]; }
+};
+
+struct AlgoParams {
+  double lr = 0.05;               // step size a (client learning rate for federated algorithms)
+  int64_t rounds = 1;             // MG-PULL-DIAG-GT: gossip rounds R per step (and an R-times batch)
+  int64_t local_steps = 5;        // federated: local SGD steps per client job
+  double client_fraction = 1.0;   // FedAvg/SCAFFOLD: fraction of clients sampled per round
+  double server_lr = 1.0;         // FedAvg/SCAFFOLD/FedBuff server step
+  double async_alpha = 0.6;       // FedAsync mixing weight alpha
+  double staleness_power = 0.5;   // FedAsync/FedBuff: weight (1 + staleness)^-power
+  int64_t buffer = 4;             // FedBuff: client updates aggregated per server step
+  double speed_cv = 0.5;          // FedAsync/FedBuff: coefficient of variation of client speeds
+  double gamma = 1.0;             // CHOCO: consensus step size
+  CompressorSpec compressor;      // CHOCO payloads; federated uploads (with error feedback)
+};
+
+struct StepContext {
+  const MixingSchedule& mix;
+  GradientOracle& oracle;
+  const AlgoParams& params;
+  RandomStream rng;          // the algorithm's own draws (client sampling, compression, speeds)
+  int64_t bytes = 0;         // bytes sent so far
+  double sim_time = std::numeric_limits<double>::quiet_NaN();  // simulated seconds (asynchronous algorithms)
+};
+
+class Algorithm {
+ public:
+  virtual ~Algorithm() = default;
+  // Sets up the state from the initial node states x0 (n x d), evaluating initial gradients if needed.
+  virtual void init(const NodeMatrix& x0, StepContext& ctx) = 0;
+  // One iteration (k = 0, 1, ...).
+  virtual void step(int64_t k, StepContext& ctx) = 0;
+  // The node models the metrics read (e.g. z = x / w for push-sum; the server model on every row for
+  // federated algorithms).
+  virtual const NodeMatrix& iterates() = 0;
+  // The gradient tracker y, for tracking algorithms (nullptr otherwise).
+  virtual const NodeMatrix* tracker() const { return nullptr; }
+  // How far the algorithm's conserved quantity is from exact (max over coordinates of |1^T y - 1^T g| for
+  // column-stochastic tracking, |pi^T y - pi^T D^{-1} g| for PULL-DIAG-GT with a static A); 0 when none.
+  virtual double conservation_error() const { return 0.0; }
+};
+
+struct AlgorithmInfo {
+  std::string name;
+  std::string description;
+  std::string citation;
+  MatrixNeed need = MatrixNeed::kDoubly;
+  bool federated = false;  // a server and n clients; the graph only sets n
+  std::function<std::unique_ptr<Algorithm>()> make;
+  // y tracks the sum of the gradients rather than their mean (PULL-DIAG-GT), so the effective step is
+  // n a: RunSpec::effective_lr divides a by n for these.
+  bool tracks_sum = false;
+};
+
+// Every registered algorithm, in a stable order.
+const std::vector<AlgorithmInfo>& algorithms();
+std::vector<std::string> algorithm_names();
+// Throws InputError (with the nearest name) for an unknown name.
+const AlgorithmInfo& find_algorithm(std::string_view name, const Where& where);
+
+// Helpers shared by the algorithm files.
+void add_gossip_bytes(StepContext& ctx, const SparseMixing& m, int64_t doubles_per_message);
+// Relative tolerance for the conserved-quantity assertions.
+bool nearly_equal_rows(const Eigen::RowVectorXd& a, const Eigen::RowVectorXd& b, double scale);
+
+// Registry parts, one per algorithm file.
+void register_dsgd_family(std::vector<AlgorithmInfo>& out);
+void register_tracking_family(std::vector<AlgorithmInfo>& out);
+void register_pull_diag_family(std::vector<AlgorithmInfo>& out);
+void register_federated_family(std::vector<AlgorithmInfo>& out);
+void register_choco(std::vector<AlgorithmInfo>& out);
+
+}  // namespace orrery::decentral

@@ -1,0 +1,63 @@
+#include "train/comm_model.h"
+
+#include <algorithm>
+
+namespace orrery::train {
+
+ClusterSpec ClusterSpec::from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec* node, int64_t gpus_per_node,
+                                      Bandwidth nic) {
+  ClusterSpec c;
+  c.gpu = &gpu;
+  c.gpus_per_node = node != nullptr ? node->gpus_per_node : gpus_per_node;
+  c.scaleup_bandwidth = gpu.scaleup ? gpu.scaleup->bandwidth_per_direction : Bandwidth(0.0);
+  if (node != nullptr && node->nics.count > 0) {
+    c.nic_bandwidth = node->nics.bandwidth * (static_cast<double>(node->nics.count) / static_cast<double>(c.gpus_per_node));
+  } else {
+    c.nic_bandwidth = nic;
+  }
+  c.pcie_bandwidth = gpu.pcie.bandwidth_per_direction;
+  if (node != nullptr && node->pcie.bandwidth_per_direction.bytes_per_second() > 0) {
+    c.pcie_bandwidth = std::min(c.pcie_bandwidth, node->pcie.bandwidth_per_direction);
+  }
+  return c;
+}
+
+AlphaBetaComm::AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan) : cluster_(cluster), plan_(plan) {}
+
+coll::AlphaBetaParams AlphaBetaComm::params(Group g) const {
+  const int64_t n = group_size(plan_, g);
+  const int64_t stride = group_stride(plan_, g);
+  const int64_t gpn = std::max<int64_t>(1, cluster_.gpus_per_node);
+  // Members of the group on one machine: consecutive members are `stride` ranks apart.
+  const int64_t per_node = stride >= gpn ? 1 : std::clamp<int64_t>(gpn / stride, 1, n);
+  coll::AlphaBetaParams p;
+  p.ranks = n;
+  p.ranks_per_node = per_node;
+  const Bandwidth intra = cluster_.scaleup_bandwidth.bytes_per_second() > 0
+                              ? cluster_.scaleup_bandwidth * cluster_.scaleup_efficiency
+                              : cluster_.pcie_bandwidth * 0.75;
+  p.intra = coll::Level{cluster_.scaleup_latency, intra};
+  p.inter = coll::Level{cluster_.network_latency, cluster_.nic_bandwidth * cluster_.network_efficiency};
+  p.inter_parallel = per_node;
+  return p;
+}
+
+Time AlphaBetaComm::collective(coll::Op op, Bytes size, Group g) const {
+  const int64_t n = group_size(plan_, g);
+  if (n <= 1 || size.count() <= 0) return Time::zero();
+  const coll::AlphaBetaParams p = params(g);
+  const coll::Algorithm algo = coll::choose_algorithm(op, size, p);
+  return coll::alpha_beta_time(op, algo, size, p) + cluster_.collective_launch;
+}
+
+Time AlphaBetaComm::p2p(Bytes size) const {
+  if (plan_.pp <= 1 || size.count() <= 0) return Time::zero();
+  const int64_t stride = group_stride(plan_, Group::kPp);
+  const bool same_node = stride < cluster_.gpus_per_node;
+  const Bandwidth bw = same_node ? cluster_.scaleup_bandwidth * cluster_.scaleup_efficiency
+                                 : cluster_.nic_bandwidth * cluster_.network_efficiency;
+  const Time lat = same_node ? cluster_.scaleup_latency : cluster_.network_latency;
+  return lat + size / bw;
+}
+
+}  // namespace orrery::train

@@ -1,0 +1,78 @@
+// Communication costs of a training plan's groups (TP, CP, DP, EP, PP) on the cluster.
+//
+// Model card
+//   What: the time of one collective (or point-to-point transfer) of a plan's group, placed on the
+//     cluster in the tp-cp-dp-pp rank order (train/plan.h): a group of n ranks with stride st has
+//     g = clamp(G / st, 1, n) members per machine of G GPUs (all n when n*st <= G), so TP groups sit
+//     on NVLink and DP/PP groups mostly cross the network.
+//   Equations: coll/alpha_beta.h (ring, tree, direct all-to-all, send/recv), two levels:
+//     level 1 (scale-up) alpha1 = NCCL hwLat NVLink (0.47 us per step), B1 = GPU NVLink bandwidth per
+//       direction x 0.80 (NCCL's 20 of 25 GB/s per NVLink link; nccl_tests_calibration());
+//     level 2 (network) alpha2 = NCCL hwLat NET (2.7 us per step), B2 = the machine's NIC bandwidth
+//       per GPU x 4096/4122 (InfiniBand packet efficiency); a flat ring spanning machines leaves every
+//       machine through its g members' NICs (inter_parallel = g), because the other groups of the
+//       machine run the same collective at the same time on their own NICs (one NIC per GPU).
+//     The algorithm is NCCL's choice by the same cost model (coll::choose_algorithm); every call adds
+//     NCCL's Simple-protocol base latency (tuning.cc baseLat) once.
+//   Assumptions: one NIC per GPU (all catalog nodes of the validation rows); no congestion between
+//     different groups beyond that; collectives of a group are symmetric over its members.
+//   Range of validity: large messages on non-blocking fabrics. The flow-level executor
+//     (coll/executor.h) is the reference for contention; CommModel is the interface a flow-level
+//     implementation plugs into.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "coll/alpha_beta.h"
+#include "coll/collective.h"
+#include "core/units.h"
+#include "hw/hw_catalog.h"
+#include "train/plan.h"
+
+namespace orrery::train {
+
+// The hardware the plan runs on, reduced to what the cost models need.
+struct ClusterSpec {
+  const hw::GpuSpec* gpu = nullptr;
+  int64_t gpus_per_node = 8;
+  Bandwidth scaleup_bandwidth;  // per GPU per direction (NVLink); zero: PCIe only
+  Bandwidth nic_bandwidth;      // per GPU per direction
+  Bandwidth pcie_bandwidth;     // GPU <-> host per direction (offload)
+  Time scaleup_latency = Time::ns(470);   // NCCL hwLat NVLink, Ring/LL (tuning.cc)
+  Time network_latency = Time::ns(2700);  // NCCL hwLat NET, Ring/LL (tuning.cc)
+  double scaleup_efficiency = 0.8;        // NCCL 20 of 25 GB/s per NVLink link (topo.h)
+  double network_efficiency = 4096.0 / 4122.0;  // InfiniBand 4 KiB MTU packet overhead
+  Time collective_launch = Time::ns(6800);      // NCCL baseLat Ring/Simple (tuning.cc)
+
+  // From a catalog node (its GPU, NICs, PCIe) or, with node == nullptr, a GPU alone in machines of
+  // `gpus_per_node` with one `nic` per GPU.
+  static ClusterSpec from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec* node, int64_t gpus_per_node = 8,
+                                  Bandwidth nic = Bandwidth(50e9));
+};
+
+class CommModel {
+ public:
+  virtual ~CommModel() = default;
+  // Time of `op` (nccl-tests size convention, coll/collective.h) over group `g` of `plan`; zero when the
+  // group has one member or size is zero.
+  virtual Time collective(coll::Op op, Bytes size, Group g) const = 0;
+  // One point-to-point message between neighbouring pipeline stages.
+  virtual Time p2p(Bytes size) const = 0;
+};
+
+class AlphaBetaComm final : public CommModel {
+ public:
+  AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan);
+  Time collective(coll::Op op, Bytes size, Group g) const override;
+  Time p2p(Bytes size) const override;
+  // The alpha-beta parameters of group g (for tests and docs).
+  coll::AlphaBetaParams params(Group g) const;
+
+ private:
+  ClusterSpec cluster_;
+  Plan plan_;
+};
+
+}  // namespace orrery::train

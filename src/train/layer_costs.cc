@@ -1,0 +1,193 @@
+#include "train/layer_costs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+
+namespace orrery::train {
+namespace {
+
+enum class Shard { kColumn, kRow, kReplicated, kInner, kOuter };
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+Shard classify(const model::Op& op) {
+  const std::string_view n = op.name;
+  if (op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kRouter) {
+    if (n == "attn.q_a" || n == "attn.kv_a" || n == "moe.router" || n == "moe.shared_gate" ||
+        n == "embedding.project_in" || n == "lm_head.project_out") {
+      return Shard::kReplicated;
+    }
+    if (n == "attn.out" || ends_with(n, ".down")) return Shard::kRow;
+    return Shard::kColumn;
+  }
+  if (op.kind == model::OpKind::kAttention) return Shard::kInner;
+  if (n == "attn.rope" || n == "attn.qk_norm" || n == "loss" || n == "embedding" || ends_with(n, ".act") ||
+      ends_with(n, ".act_dropout") || starts_with(n, "moe.")) {
+    return Shard::kInner;
+  }
+  return Shard::kOuter;
+}
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+struct Ctx {
+  const model::ModelSpec& m;
+  const Plan& p;
+  const compute::ComputeModel& cm;
+  const CommModel& comm;
+  model::Shape shape;  // local: mbs x seq/cp
+};
+
+// Adds the cost of one op to `c`.
+void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
+  const int64_t tp = x.p.tp;
+  const Shard sh = classify(op);
+  const hw::DType dt = x.p.precision;
+  const double act_div = (sh == Shard::kRow || sh == Shard::kInner || x.p.sp) ? d(tp) : 1.0;
+  c.act_none += Bytes::from_double(op.saved_activations.to_double() / act_div);
+  c.params += op.params;
+  if (op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kRouter) {
+    if (op.gemm.count == 0) return;
+    compute::GemmShape g{op.gemm.m, op.gemm.n, op.gemm.k, op.gemm.count};
+    const bool experts = starts_with(op.name, "moe.experts.");
+    if (experts && x.p.ep > 1) {
+      g.count = op.gemm.count / x.p.ep;
+      g.m = op.gemm.m * d(x.p.ep);
+    }
+    if (sh == Shard::kColumn) g.n = std::max<int64_t>(1, g.n / tp);
+    if (sh == Shard::kRow) g.k = std::max<int64_t>(1, g.k / tp);
+    const hw::DType gdt = dt;
+    const Time f = x.cm.gemm(g, gdt);
+    const Time dgrad = x.cm.gemm(compute::GemmShape{g.m, g.k, g.n, g.count}, gdt);
+    const Time wgrad = x.cm.gemm(compute::GemmShape{d(g.k), g.n, static_cast<int64_t>(std::ceil(g.m)), g.count}, gdt);
+    c.fwd += f;
+    c.bwd_input += dgrad;
+    c.bwd_weight += wgrad;
+    c.recompute_full += f;
+    const Flops fl(2.0 * g.m * d(g.n) * d(g.k) * d(g.count));
+    c.fwd_flops += fl;
+    c.model_flops += fl * 3.0;
+    return;
+  }
+  if (op.kind == model::OpKind::kAttention) {
+    const int64_t s = x.shape.seq;  // local queries (seq/cp)
+    const int64_t full = s * x.p.cp;
+    // Causal pairs of seq/cp queries under load-balanced ring attention: 1/cp of full*(full+1)/2.
+    const double pairs = d(full) * d(full + 1) / 2.0 / d(x.p.cp);
+    // The compute model's causal pairs for (q, kv): q*(kv-q) + q(q+1)/2; choose kv to match.
+    const int64_t kv = s + std::max<int64_t>(0, std::llround((pairs - d(s) * d(s + 1) / 2.0) / d(s)));
+    std::vector<compute::AttentionSeq> seqs(static_cast<size_t>(x.shape.batch), compute::AttentionSeq{s, kv});
+    const bool mla = x.m.attention == model::AttentionKind::kMla;
+    compute::AttentionHeads h;
+    h.heads = std::max<int64_t>(1, x.m.heads / tp);
+    h.kv_heads = mla ? h.heads : std::max<int64_t>(1, x.m.kv_heads / tp);
+    h.head_dim_qk = mla ? x.m.mla.qk_head_dim() : x.m.head_dim;
+    h.head_dim_v = mla ? x.m.mla.v_head_dim : x.m.head_dim;
+    h.causal = true;
+    Time f = x.cm.attention(seqs, h, dt, compute::Pass::kForward);
+    Time b = x.cm.attention(seqs, h, dt, compute::Pass::kBackward);
+    if (!x.p.flash_attention) {
+      // Unfused attention: the materialized scores' traffic (model/op_inventory.h) on top.
+      const Bytes traffic = Bytes::from_double((op.fwd_bytes_read + op.fwd_bytes_written).to_double() / d(tp));
+      f += x.cm.memory_bound(traffic);
+      b += x.cm.memory_bound(traffic * 2);
+    }
+    c.fwd += f;
+    c.bwd_input += b;
+    c.recompute_full += f;
+    c.recompute_selective += f;
+    // Matmul FLOPs as the inventory counts them (its attention convention), on this rank.
+    const Flops fl = op.fwd_flops / d(tp);
+    c.fwd_flops += fl;
+    c.attn_core_fwd_flops += fl;
+    c.model_flops += fl * 3.0;
+    // Selective recompute keeps only Q, K, V of the core (Korthikanti Sec. 4.2).
+    const double qkv = (d(x.shape.tokens()) * d(x.m.q_width()) + d(x.shape.batch) * d(x.shape.kv_len()) *
+                                                                     d(x.m.k_width() + x.m.v_width())) *
+                       d(hw::dtype_bytes(dt)) / d(tp);
+    c.act_selective -= Bytes::from_double(std::max(0.0, op.saved_activations.to_double() / d(tp) - qkv));
+    return;
+  }
+  const double div = (sh == Shard::kInner || x.p.sp) ? d(tp) : 1.0;
+  const Bytes bytes = Bytes::from_double((op.fwd_bytes_read + op.fwd_bytes_written).to_double() / div);
+  const Time f = x.cm.memory_bound(bytes);
+  c.fwd += f;
+  c.bwd_input += x.cm.memory_bound(bytes * 2);
+  c.recompute_full += f;
+}
+
+LayerCost cost_of(const Ctx& x, const std::vector<model::Op>& ops) {
+  LayerCost c;
+  for (const model::Op& op : ops) add_op(x, op, c);
+  c.act_selective += c.act_none;
+  return c;
+}
+
+}  // namespace
+
+ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::ComputeModel& cm, const CommModel& comm) {
+  model::InventoryOptions io;
+  io.dtype_bytes = hw::dtype_bytes(p.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p.precision);
+  io.attention = model::AttentionFlops::kCausal;
+  io.flash_attention = p.flash_attention;
+  io.moe_load_factor = p.capacity_factor > 0.0 ? p.capacity_factor : p.load_imbalance;
+  const model::Shape shape = model::Shape::training(p.mbs, p.seq / p.cp);
+  const model::Inventory inv = model::build_inventory(m, shape, io);
+  const Ctx x{m, p, cm, comm, shape};
+  const double dtb = d(io.dtype_bytes);
+  const double tp = d(p.tp);
+
+  ModelCosts out;
+  out.layer_input = Bytes::from_double(d(shape.tokens()) * d(m.hidden) * dtb);
+  // Megatron's scatter-gather optimization sends 1/tp of the boundary tensor even without SP.
+  out.boundary_activation = Bytes::from_double(out.layer_input.to_double() / tp);
+  out.layer.resize(static_cast<size_t>(m.layers));
+
+  // Per-layer communication inside the layer.
+  const Time tp_pass = p.sp ? (comm.collective(coll::Op::kAllGather, out.layer_input, Group::kTp) +
+                               comm.collective(coll::Op::kReduceScatter, out.layer_input, Group::kTp)) *
+                                  2
+                            : comm.collective(coll::Op::kAllReduce, out.layer_input, Group::kTp) * 2;
+  const Bytes kv_step = Bytes::from_double(d(shape.tokens()) * d(m.k_width() + m.v_width()) * dtb / tp);
+
+  for (const model::LayerGroup& g : inv.groups) {
+    LayerCost c = cost_of(x, g.ops);
+    const model::LayerParams lp = m.layer_params(g.layer_indices.front());
+    // Parameters on one rank: TP splits the matrices (norms replicated), EP splits the routed experts.
+    c.expert_params = lp.routed_experts / (p.tp * p.ep);
+    c.params = (lp.total() - lp.routed_experts - lp.norms) / p.tp + lp.norms + c.expert_params;
+    c.tp_fwd = p.tp_comm_overlap ? Time::zero() : tp_pass;
+    c.tp_bwd = c.tp_fwd;
+    if (p.tp_comm_overlap) {
+      // Overlapped with the GEMMs: only what the GEMMs cannot cover stays exposed.
+      c.tp_fwd = std::max(Time::zero(), tp_pass - c.fwd);
+      c.tp_bwd = std::max(Time::zero(), tp_pass - c.bwd_input - c.bwd_weight);
+    }
+    if (p.cp > 1) {
+      const Time ring = comm.collective(coll::Op::kAllGather, kv_step * p.cp, Group::kCp);
+      c.cp_fwd = std::max(Time::zero(), ring - c.recompute_selective);
+      c.cp_bwd = std::max(Time::zero(), ring * 2 - c.recompute_selective * 2);
+    }
+    if (m.is_moe_layer(g.layer_indices.front()) && p.ep > 1) {
+      const Bytes a2a = Bytes::from_double(d(shape.tokens()) * d(m.moe.top_k) * d(m.hidden) * dtb / (p.sp ? tp : 1.0));
+      c.ep_fwd = comm.collective(coll::Op::kAllToAll, a2a, Group::kEp) * 2;
+      c.ep_bwd = c.ep_fwd;
+    }
+    c.act_input = Bytes::from_double(out.layer_input.to_double() / (p.sp ? tp : 1.0));
+    for (int64_t l : g.layer_indices) out.layer[static_cast<size_t>(l)] = c;
+  }
+  out.pre = cost_of(x, inv.pre_ops);
+  out.post = cost_of(x, inv.post_ops);
+  const model::ParamBreakdown pb = m.param_breakdown();
+  out.pre.params = pb.token_embedding / p.tp + pb.position_embedding + pb.projections;
+  // The last stage holds the LM head (a copy of the tied embedding when pp > 1, as Megatron does).
+  const int64_t head = pb.lm_head > 0 ? pb.lm_head : (p.pp > 1 ? pb.token_embedding : 0);
+  out.post.params = head / p.tp + pb.final_norm;
+  return out;
+}
+
+}  // namespace orrery::train

@@ -1,0 +1,77 @@
+// Per-layer costs of a training plan on one rank for one micro-batch: compute times of the forward,
+// the backward (input gradient and weight gradient separately, for zero-bubble schedules) and the
+// recomputation, the TP/CP/EP communication that sits inside a layer, the activation bytes it saves,
+// its parameters and its FLOPs.
+//
+// Model card
+//   What: the op inventory (model/op_inventory.h) of one layer for b = mbs sequences of seq/cp tokens,
+//     split over the tensor-parallel ranks as Megatron-LM does (Shoeybi et al. 2019; Korthikanti et
+//     al. 2022, arXiv 2205.05198, Sec. 3-4):
+//       column-parallel GEMMs (qkv, q, q_b, kv_b, up/up_gate, lm_head): n / tp
+//       row-parallel GEMMs (out, down): k / tp
+//       replicated GEMMs (MLA down projections q_a, kv_a, MoE router, shared gate): full
+//       ops inside the TP region (attention core, RoPE, activation, MoE permute/combine, loss): / tp
+//       ops outside it (norms, dropouts, residual adds): / tp only with sequence parallelism
+//     Routed experts: E/ep experts per rank, each with ep x (tokens top_k / E) x f rows, f = the
+//     capacity factor when set, else the load-imbalance factor (the busiest rank sets the pace).
+//     Times: compute::ComputeModel per kernel (GEMM: forward, dgrad m x k x n, wgrad k x n x m;
+//     attention: fused kernel by sequence, with the causal work of seq/cp queries under load-balanced
+//     ring attention; without FlashAttention, the materialized scores add their memory traffic;
+//     memory-bound ops by bytes, backward twice the forward's).
+//     TP collectives per layer and pass: 2 all-reduces of b*s/cp*h (no SP) or 2 all-gathers + 2
+//     reduce-scatters of the same buffer (SP). CP: K and V (backward: their gradients too) go around the
+//     ring in cp-1 steps, overlapped with the attention kernel (exposed part only). EP: 2 all-to-alls of
+//     tokens*top_k*h per pass.
+//     Saved activations (Korthikanti Sec. 4.1, per op): column-GEMM inputs and outside-region ops / tp
+//     only with SP; everything else / tp. Selective recompute drops the attention core's saved tensors
+//     except its Q, K, V inputs; full recompute keeps the layer input only (2*b*s*h/cp, / tp with SP).
+//     Recompute time: full = the forward again (with its TP collectives); selective = the attention
+//     core's forward.
+//   Range of validity: decoder-only transformers; the shard rules above are Megatron-LM's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compute/compute_model.h"
+#include "model/model_spec.h"
+#include "train/comm_model.h"
+#include "train/plan.h"
+
+namespace orrery::train {
+
+struct LayerCost {
+  int64_t params = 0;         // parameters on one rank (after TP and EP)
+  int64_t expert_params = 0;  // part of params: routed experts
+  Time fwd;                   // forward compute
+  Time bwd_input;             // input-gradient compute (dgrad, attention backward, elementwise)
+  Time bwd_weight;            // weight-gradient compute (wgrad)
+  Time recompute_full;        // forward again (full recompute), compute only
+  Time recompute_selective;   // attention core forward (selective recompute)
+  Time tp_fwd;                // TP collectives of one forward (exposed: not overlapped)
+  Time tp_bwd;
+  Time cp_fwd;                // exposed CP ring transfers
+  Time cp_bwd;
+  Time ep_fwd;                // EP all-to-alls
+  Time ep_bwd;
+  Bytes act_none;       // saved activations, no recompute
+  Bytes act_selective;  // saved activations with selective recompute
+  Bytes act_input;      // layer input only (full recompute checkpoint)
+  Flops model_flops;    // forward + backward matmul FLOPs on this rank (no recompute)
+  Flops attn_core_fwd_flops;  // matmul FLOPs of the attention core forward on this rank
+  Flops fwd_flops;            // forward matmul FLOPs on this rank
+};
+
+struct ModelCosts {
+  std::vector<LayerCost> layer;  // one per model layer
+  LayerCost pre;                 // embedding lookup (first stage)
+  LayerCost post;                // final norm, LM head, loss (last stage)
+  Bytes boundary_activation;     // one micro-batch's hidden state sent between pipeline stages
+  Bytes layer_input;             // b*s/cp*h*dt (the TP collective buffer)
+};
+
+// REQUIRES: validate_plan(model, plan, ...) is empty.
+ModelCosts model_costs(const model::ModelSpec& model, const Plan& plan, const compute::ComputeModel& compute,
+                       const CommModel& comm);
+
+}  // namespace orrery::train

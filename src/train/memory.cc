@@ -1,0 +1,150 @@
+#include "train/memory.h"
+
+#include <algorithm>
+
+namespace orrery::train {
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+Bytes scaled(int64_t params, double bytes_per_param) {
+  return Bytes::from_double(static_cast<double>(params) * bytes_per_param);
+}
+
+}  // namespace
+
+MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryConstants& k) {
+  MemoryBreakdown m;
+  const double n = d(p.shard_size());
+  const double opt = d(k.master_bytes + k.moment_bytes);
+  switch (p.sharding) {
+    case Sharding::kNone:
+      m.weights = scaled(params, d(k.weight_bytes));
+      m.gradients = scaled(params, d(p.grad_bytes));
+      m.optimizer = scaled(params, opt);
+      break;
+    case Sharding::kZero1:
+      m.weights = scaled(params, d(k.weight_bytes));
+      m.gradients = scaled(params, d(p.grad_bytes));
+      m.optimizer = scaled(params, opt / n);
+      break;
+    case Sharding::kZero2:
+      m.weights = scaled(params, d(k.weight_bytes));
+      m.gradients = scaled(params, d(p.grad_bytes) / n);
+      m.optimizer = scaled(params, opt / n);
+      break;
+    case Sharding::kZero3:
+      m.weights = scaled(params, d(k.weight_bytes) / n);
+      m.gradients = scaled(params, d(p.grad_bytes) / n);
+      m.optimizer = scaled(params, opt / n);
+      break;
+  }
+  if (p.optimizer_offload) m.optimizer = Bytes(0);
+  return m;
+}
+
+double inflight_microbatches(const Plan& p, int64_t s) {
+  const int64_t m = p.microbatches();
+  switch (p.schedule) {
+    case Schedule::kGpipe: return d(m);
+    case Schedule::kOneFOneB:
+    case Schedule::kZeroBubble: return d(std::min(p.pp - s, m));
+    case Schedule::kInterleaved: {
+      const int64_t chunks = std::min(2 * (p.pp - s - 1) + (p.vp - 1) * p.pp + 1, m * p.vp);
+      return d(chunks) / d(p.vp);
+    }
+  }
+  return d(m);
+}
+
+MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const ModelCosts& c, const hw::GpuSpec& gpu,
+                          const MemoryConstants& k) {
+  MemoryReport r;
+  r.capacity = gpu.memory;
+  const int64_t chunk_layers = p.layers_per_stage(model.layers);
+  int64_t groups = 0;
+  for (Group g : {Group::kTp, Group::kCp, Group::kDp, Group::kEp, Group::kPp}) groups += group_size(p, g) > 1 ? 1 : 0;
+  r.stages.reserve(static_cast<size_t>(p.pp));
+  for (int64_t s = 0; s < p.pp; ++s) {
+    StageMemory st;
+    st.stage = s;
+    st.layers = chunk_layers * p.vp;
+    Bytes act_mb;            // one micro-batch's saved activations on this stage
+    Bytes largest_layer;     // one layer's full activations (backward working set)
+    int64_t recomputed = 0;  // layers under full recompute so far
+    const int64_t full_layers = p.recompute == Recompute::kFull ? (p.recompute_layers < 0 ? st.layers : p.recompute_layers) : 0;
+    int64_t max_layer_params = 0;
+    for (int64_t v = 0; v < p.vp; ++v) {
+      for (int64_t i = 0; i < chunk_layers; ++i) {
+        const int64_t l = (v * p.pp + s) * chunk_layers + i;
+        const LayerCost& lc = c.layer[static_cast<size_t>(l)];
+        st.params += lc.params;
+        max_layer_params = std::max(max_layer_params, lc.params);
+        Bytes a = p.recompute == Recompute::kSelective ? lc.act_selective : lc.act_none;
+        if (recomputed < full_layers) {
+          a = lc.act_input;
+          ++recomputed;
+        }
+        act_mb += a;
+        largest_layer = std::max(largest_layer, lc.act_none);
+      }
+    }
+    if (s == 0) {
+      st.params += c.pre.params;
+      act_mb += c.pre.act_none;
+    }
+    if (s == p.pp - 1) {
+      st.params += c.post.params;
+      act_mb += c.post.act_none;
+    }
+    st.inflight_microbatches = inflight_microbatches(p, s);
+    MemoryBreakdown& mb = st.memory;
+    mb = model_state_memory(st.params, p, k);
+    if (p.sharding == Sharding::kZero3) {
+      // FSDP: the sharded parameter is the fp32 master (under optimizer); bf16 copies of the layers
+      // being computed, prefetched or kept unsharded are materialized.
+      const int64_t gathered = std::min(st.layers, 1 + p.fsdp_prefetch + p.unsharded_layers);
+      mb.weights = scaled(max_layer_params * gathered, d(k.weight_bytes));
+      mb.gradients += scaled(max_layer_params, d(p.grad_bytes));  // one layer's unsharded gradient
+    }
+    // Offload keeps the layer being computed and the one whose copy is in flight on the GPU.
+    const double held = p.activation_offload
+                            ? std::min(st.inflight_microbatches, 2.0 / d(std::max<int64_t>(1, st.layers)))
+                            : st.inflight_microbatches;
+    mb.activations = Bytes::from_double(act_mb.to_double() * held);
+    Bytes temp = (full_layers > 0 ? largest_layer : Bytes(0)) + c.layer_input * 2;
+    if (s == p.pp - 1) {
+      temp += Bytes::from_double(4.0 * d(p.mbs) * d(p.seq / p.cp) * d(model.vocab) / d(p.tp));
+    }
+    mb.temporary = temp;
+    mb.communication = k.nccl_per_group * groups;
+    mb.context = k.cuda_context;
+    mb.allocator = Bytes::from_double(mb.tensors().to_double() * k.allocator_fraction);
+    if (mb.total() > r.peak) {
+      r.peak = mb.total();
+      r.peak_stage = s;
+    }
+    r.stages.push_back(st);
+  }
+  r.peak_rank = r.peak_stage * group_stride(p, Group::kPp);
+  r.fits = r.peak <= r.capacity;
+  // By layer, for the peak stage.
+  const StageMemory& ps = r.stages[static_cast<size_t>(r.peak_stage)];
+  const double per_param = ps.params > 0 ? (ps.memory.weights + ps.memory.gradients + ps.memory.optimizer).to_double() /
+                                               d(ps.params)
+                                         : 0.0;
+  for (int64_t v = 0; v < p.vp; ++v) {
+    for (int64_t i = 0; i < chunk_layers; ++i) {
+      const int64_t l = (v * p.pp + r.peak_stage) * chunk_layers + i;
+      const LayerCost& lc = c.layer[static_cast<size_t>(l)];
+      const Bytes a = p.recompute == Recompute::kSelective ? lc.act_selective
+                      : p.recompute == Recompute::kFull    ? lc.act_input
+                                                           : lc.act_none;
+      r.peak_layers.push_back(
+          LayerMemory{l, Bytes::from_double(per_param * d(lc.params)), Bytes::from_double(a.to_double() * ps.inflight_microbatches)});
+    }
+  }
+  return r;
+}
+
+}  // namespace orrery::train

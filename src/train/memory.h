@@ -1,0 +1,108 @@
+// Per-GPU memory of a training plan: weights, gradients, optimizer states, activations, temporary
+// and communication buffers, CUDA context and allocator overhead, per pipeline stage; the peak, the
+// rank that holds it, and whether it fits.
+//
+// Model card
+//   Model states (Rajbhandari et al. 2020, "ZeRO", SC'20, Sec. 3 and 5, for mixed-precision Adam with
+//   Psi parameters on a rank and N_d ranks sharing the shards):
+//     weights    w * Psi                 (w = 2: bf16/fp16 working copy)
+//     gradients  g * Psi                 (g = Plan::grad_bytes: 4 for Megatron's and FSDP's fp32 main
+//                                         gradients, 2 for the ZeRO paper's fp16 gradients)
+//     optimizer  12 * Psi                (fp32 master copy 4 + Adam moments 4 + 4)
+//     ZeRO-1: optimizer / N_d; ZeRO-2: + gradients / N_d; ZeRO-3: + weights / N_d. With g = 2 this is
+//     the paper's (2 + 2 + 12) Psi, (2 + 2 + 12/N_d) Psi, (2 + (2 + 12)/N_d) Psi, (2 + 2 + 12) Psi/N_d.
+//     ZeRO-3 as FSDP implements it keeps the fp32 master as the sharded parameter (counted under
+//     optimizer) and materializes bf16 copies of (1 + prefetch + unsharded) layers at a time (weights).
+//     HSDP: N_d = the shard group. Optimizer offload: optimizer states on the host (0 on the GPU).
+//   Activations per micro-batch: train/layer_costs.h (Korthikanti et al. 2022, Sec. 4) summed over the
+//     stage's layers; full recompute on N layers keeps the input only on those N layers.
+//     Micro-batches in flight on pipeline stage s of p with m micro-batches (Narayanan et al. 2021, SC'21,
+//     Sec. 2.2; Korthikanti Sec. 4.2.3):  GPipe m;  1F1B and ZB-H1 min(p - s, m);  interleaved with v
+//     virtual stages: min(2(p - s - 1) + (v - 1)p + 1, m v) chunks of L/(p v) layers (Megatron-LM's
+//     warm-up count plus the one in steady state; on stage 0 this is L (1 + (p-1)/(p v)) layers' worth,
+//     Korthikanti's factor). Activation offload keeps one micro-batch's chunk on the GPU (plus the
+//     copy in flight): the rest lives in host memory.
+//   Temporary buffers: the backward working set of one layer (its full activations when it is
+//     recomputed, plus the output gradient and input gradient, 2 x layer input), and on the last stage
+//     the fp32 gradient of the logits (4 b s V / tp).
+//   Communication buffers: NCCL's per-communicator buffers, 2 peers x 8 channels x 4 MiB (NCCL_BUFFSIZE
+//     default, Simple protocol) = 64 MiB for each group with more than one rank; ZeRO-3 adds the
+//     gathered-parameter and reduce-scatter buffers (counted under weights and gradients).
+//   CUDA context and libraries: MemoryConstants::cuda_context (an assumption, 512 MiB: CUDA context,
+//     cuBLAS workspace and kernel images as commonly reported for PyTorch on A100/H100).
+//   Allocator overhead: MemoryConstants::allocator_fraction of the tensors (PyTorch caching allocator
+//     block rounding and fragmentation; an assumption, default 0: the figure torch reports as
+//     max_memory_allocated excludes it).
+//   The capacity is the catalog's memory (what the driver reports).
+// Range of validity: Adam-family optimizers with mixed precision; no memory-saving tricks beyond the plan.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "hw/hw_catalog.h"
+#include "model/model_spec.h"
+#include "train/layer_costs.h"
+#include "train/plan.h"
+
+namespace orrery::train {
+
+struct MemoryConstants {
+  int64_t weight_bytes = 2;     // working copy per parameter
+  int64_t master_bytes = 4;     // fp32 master copy
+  int64_t moment_bytes = 8;     // Adam m and v in fp32
+  Bytes nccl_per_group = Bytes::MiB(64);
+  Bytes cuda_context = Bytes::MiB(512);
+  double allocator_fraction = 0.0;
+};
+
+struct MemoryBreakdown {
+  Bytes weights;
+  Bytes gradients;
+  Bytes optimizer;
+  Bytes activations;
+  Bytes temporary;
+  Bytes communication;
+  Bytes context;
+  Bytes allocator;
+
+  Bytes tensors() const { return weights + gradients + optimizer + activations + temporary + communication; }
+  Bytes total() const { return tensors() + context + allocator; }
+};
+
+struct StageMemory {
+  int64_t stage = 0;
+  int64_t layers = 0;              // transformer layers on the stage (all its virtual chunks)
+  int64_t params = 0;              // parameters on one rank of the stage
+  double inflight_microbatches = 0;  // micro-batches' worth of the stage's activations held at peak
+  MemoryBreakdown memory;
+};
+
+struct LayerMemory {
+  int64_t layer = 0;  // model layer index
+  Bytes model_states;  // weights + gradients + optimizer of this layer on the rank
+  Bytes activations;   // saved activations held at the stage's peak
+};
+
+struct MemoryReport {
+  std::vector<StageMemory> stages;  // one per pipeline stage
+  int64_t peak_stage = 0;
+  int64_t peak_rank = 0;  // the first global rank of the peak stage
+  Bytes peak;
+  Bytes capacity;
+  bool fits = false;
+  std::vector<LayerMemory> peak_layers;  // by layer, for the peak stage
+};
+
+// Model states of `params` parameters on one rank under the plan's sharding (no activations).
+MemoryBreakdown model_state_memory(int64_t params, const Plan& plan, const MemoryConstants& k = {});
+
+// The memory of every pipeline stage. REQUIRES: a valid plan; costs from model_costs() for it.
+MemoryReport memory_model(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
+                          const hw::GpuSpec& gpu, const MemoryConstants& k = {});
+
+// Micro-batches' worth of activations held on stage s (see the model card). Fractional for interleaved
+// schedules (chunks / v).
+double inflight_microbatches(const Plan& plan, int64_t stage);
+
+}  // namespace orrery::train

@@ -1,0 +1,123 @@
+#include "train/memory.h"
+
+#include <gtest/gtest.h>
+
+#include "train/test_support.h"
+
+#include "compute/compute_model.h"
+#include "train/comm_model.h"
+#include "train/layer_costs.h"
+
+namespace orrery::train {
+namespace {
+
+using testing::test_gpu;
+
+// ZeRO, Rajbhandari et al. 2020, Fig. 1: Psi = 7.5B parameters, N_d = 64, K = 12, fp16 gradients:
+// baseline (2 + 2 + K) Psi = 120 GB; P_os 2 Psi + 2 Psi + K Psi / N_d = 31.4 GB;
+// P_os+g 2 Psi + (2 + K) Psi / N_d = 16.6 GB; P_os+g+p (2 + 2 + K) Psi / N_d = 1.875 GB.
+TEST(Memory, ZeroModelStatesMatchTheZeroPaper) {
+  const int64_t psi = 7'500'000'000;
+  Plan p;
+  p.dp = 64;
+  p.grad_bytes = 2;
+  auto gb = [&](Sharding s) {
+    p.sharding = s;
+    const MemoryBreakdown m = model_state_memory(psi, p);
+    return (m.weights + m.gradients + m.optimizer).to_gb();
+  };
+  EXPECT_NEAR(gb(Sharding::kNone), 120.0, 1e-6);
+  EXPECT_NEAR(gb(Sharding::kZero1), 30.0 + 90.0 / 64.0, 1e-6);   // 31.41 GB
+  EXPECT_NEAR(gb(Sharding::kZero2), 15.0 + 105.0 / 64.0, 1e-6);  // 16.64 GB
+  EXPECT_NEAR(gb(Sharding::kZero3), 120.0 / 64.0, 1e-6);         // 1.875 GB
+  p.optimizer_offload = true;
+  p.sharding = Sharding::kZero1;
+  EXPECT_EQ(model_state_memory(psi, p).optimizer.count(), 0);
+}
+
+TEST(Memory, HsdpShardsOverTheShardGroupOnly) {
+  Plan p;
+  p.dp = 64;
+  p.sharding = Sharding::kZero3;
+  p.shard_group = 8;
+  // 16 bytes/param with fp32 gradients (2 + 4 + 12) / 8.
+  const MemoryBreakdown m = model_state_memory(8'000'000'000, p);
+  EXPECT_NEAR((m.weights + m.gradients + m.optimizer).to_gb(), 8.0 * 18.0 / 8.0, 1e-6);
+}
+
+class NoComm final : public CommModel {
+ public:
+  Time collective(coll::Op, Bytes, Group) const override { return Time::zero(); }
+  Time p2p(Bytes) const override { return Time::zero(); }
+};
+
+// GPT layer of Korthikanti et al. 2022 (Sec. 4.1, Table 2), 2-byte activations, dropout everywhere,
+// no FlashAttention: per layer s*b*h*(34 + 5 a s / h) bytes; with TP t: s b h (10 + 24/t + 5 a s/(h t));
+// with TP and SP: s b h (34/t + 5 a s/(h t)); selective with SP: 34 s b h / t; full: 2 s b h.
+TEST(Memory, ActivationsPerLayerFollowKorthikanti) {
+  const auto model = model::ModelSpec::gpt({4, 4096, 32, 32, 16384, 51200, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  const double s = 2048, b = 2, h = 4096, a = 32, t = 8;
+  Plan p;
+  p.tp = 8;
+  p.mbs = 2;
+  p.seq = 2048;
+  p.gbs = 2;
+  p.flash_attention = false;
+  p.precision = hw::DType::kFp16;
+  {
+    const ModelCosts c = model_costs(model, p, cm, comm);
+    EXPECT_NEAR(c.layer[1].act_none.to_double(), s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), 64.0);
+  }
+  p.sp = true;
+  {
+    const ModelCosts c = model_costs(model, p, cm, comm);
+    EXPECT_NEAR(c.layer[1].act_none.to_double(), s * b * h * (34 / t + 5 * a * s / (h * t)), 64.0);
+    EXPECT_NEAR(c.layer[1].act_selective.to_double(), 34 * s * b * h / t, 64.0);
+    EXPECT_NEAR(c.layer[1].act_input.to_double(), 2 * s * b * h / t, 1.0);
+  }
+}
+
+TEST(Memory, InflightMicrobatchesFollowTheSchedule) {
+  Plan p;
+  p.pp = 4;
+  p.dp = 1;
+  p.gbs = 8;  // m = 8
+  p.schedule = Schedule::kGpipe;
+  EXPECT_EQ(inflight_microbatches(p, 0), 8.0);
+  p.schedule = Schedule::kOneFOneB;
+  EXPECT_EQ(inflight_microbatches(p, 0), 4.0);  // min(p - 0, m)
+  EXPECT_EQ(inflight_microbatches(p, 3), 1.0);
+  p.schedule = Schedule::kInterleaved;
+  p.vp = 2;
+  // Korthikanti Sec. 4.2.3: stage 0 holds p (1 + (p-1)/(p v)) micro-batches' worth = 4 * (1 + 3/8) = 5.5.
+  EXPECT_DOUBLE_EQ(inflight_microbatches(p, 0), 4.0 * (1.0 + 3.0 / 8.0));
+}
+
+TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
+  const auto model = model::ModelSpec::gpt({8, 4096, 32, 32, 16384, 51200, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  Plan p;
+  p.pp = 4;
+  p.gbs = 8;
+  p.seq = 2048;
+  p.precision = hw::DType::kFp16;
+  const ModelCosts c = model_costs(model, p, cm, comm);
+  const MemoryReport r = memory_model(model, p, c, gpu);
+  ASSERT_EQ(r.stages.size(), 4u);
+  // Stage 0 holds 4 micro-batches of 2 layers, stage 2 holds 2: activations differ by exactly 2x.
+  EXPECT_NEAR(r.stages[0].memory.activations.to_double() - c.pre.act_none.to_double() * 4,
+              2.0 * r.stages[2].memory.activations.to_double(), 64.0);
+  EXPECT_EQ(r.fits, r.peak <= gpu.memory);
+  EXPECT_EQ(r.peak_rank, r.peak_stage * 1);  // pp stride = tp*cp*dp = 1
+  Bytes sum;
+  for (const LayerMemory& l : r.peak_layers) sum += l.activations;
+  EXPECT_GT(sum.count(), 0);
+}
+
+}  // namespace
+}  // namespace orrery::train

@@ -1,0 +1,229 @@
+#include "train/plan.h"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/strings.h"
+
+namespace orrery::train {
+namespace {
+
+template <class E, size_t N>
+E parse_named(std::string_view name, const std::array<std::pair<std::string_view, E>, N>& table, const Where& where,
+              std::string_view what) {
+  const std::string lower = to_lower(trim(name));
+  std::vector<std::string> names;
+  for (const auto& [n, e] : table) {
+    if (n == lower) return e;
+    names.emplace_back(n);
+  }
+  throw InputError(where, fmt::format("unknown {} '{}'", what, name), suggest(name, names));
+}
+
+constexpr std::array kSchedules = {std::pair<std::string_view, Schedule>{"gpipe", Schedule::kGpipe},
+                                   std::pair<std::string_view, Schedule>{"1f1b", Schedule::kOneFOneB},
+                                   std::pair<std::string_view, Schedule>{"interleaved", Schedule::kInterleaved},
+                                   std::pair<std::string_view, Schedule>{"zero-bubble", Schedule::kZeroBubble},
+                                   std::pair<std::string_view, Schedule>{"zb-h1", Schedule::kZeroBubble}};
+constexpr std::array kShardings = {std::pair<std::string_view, Sharding>{"none", Sharding::kNone},
+                                   std::pair<std::string_view, Sharding>{"zero1", Sharding::kZero1},
+                                   std::pair<std::string_view, Sharding>{"zero2", Sharding::kZero2},
+                                   std::pair<std::string_view, Sharding>{"zero3", Sharding::kZero3},
+                                   std::pair<std::string_view, Sharding>{"distopt", Sharding::kZero1},
+                                   std::pair<std::string_view, Sharding>{"fsdp", Sharding::kZero3},
+                                   std::pair<std::string_view, Sharding>{"hsdp", Sharding::kZero3}};
+constexpr std::array kRecomputes = {std::pair<std::string_view, Recompute>{"none", Recompute::kNone},
+                                    std::pair<std::string_view, Recompute>{"selective", Recompute::kSelective},
+                                    std::pair<std::string_view, Recompute>{"full", Recompute::kFull}};
+constexpr std::array kGradSyncs = {std::pair<std::string_view, GradSync>{"dense", GradSync::kDense},
+                                   std::pair<std::string_view, GradSync>{"sparse", GradSync::kSparseAllGather},
+                                   std::pair<std::string_view, GradSync>{"zen", GradSync::kZen}};
+constexpr std::array kPrecisions = {std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
+                                    std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16},
+                                    std::pair<std::string_view, hw::DType>{"fp8", hw::DType::kFp8}};
+
+}  // namespace
+
+std::string_view schedule_name(Schedule s) {
+  switch (s) {
+    case Schedule::kGpipe: return "gpipe";
+    case Schedule::kOneFOneB: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kZeroBubble: return "zero-bubble";
+  }
+  return "?";
+}
+std::string_view sharding_name(Sharding s) {
+  switch (s) {
+    case Sharding::kNone: return "none";
+    case Sharding::kZero1: return "zero1";
+    case Sharding::kZero2: return "zero2";
+    case Sharding::kZero3: return "zero3";
+  }
+  return "?";
+}
+std::string_view recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+std::string_view grad_sync_name(GradSync g) {
+  switch (g) {
+    case GradSync::kDense: return "dense";
+    case GradSync::kSparseAllGather: return "sparse";
+    case GradSync::kZen: return "zen";
+  }
+  return "?";
+}
+
+Schedule parse_schedule(std::string_view name, const Where& where) {
+  return parse_named(name, kSchedules, where, "pipeline schedule");
+}
+Sharding parse_sharding(std::string_view name, const Where& where) {
+  return parse_named(name, kShardings, where, "data-parallel sharding");
+}
+Recompute parse_recompute(std::string_view name, const Where& where) {
+  return parse_named(name, kRecomputes, where, "recompute mode");
+}
+GradSync parse_grad_sync(std::string_view name, const Where& where) {
+  return parse_named(name, kGradSyncs, where, "gradient synchronization");
+}
+hw::DType parse_precision(std::string_view name, const Where& where) {
+  return parse_named(name, kPrecisions, where, "training precision");
+}
+
+int64_t Plan::shard_size() const {
+  if (sharding == Sharding::kNone) return 1;
+  return shard_group > 0 ? shard_group : dp;
+}
+
+std::string_view group_name(Group g) {
+  switch (g) {
+    case Group::kTp: return "tp";
+    case Group::kCp: return "cp";
+    case Group::kDp: return "dp";
+    case Group::kEp: return "ep";
+    case Group::kPp: return "pp";
+    case Group::kDpShard: return "dp-shard";
+    case Group::kDpReplica: return "dp-replica";
+  }
+  return "?";
+}
+
+int64_t group_size(const Plan& p, Group g) {
+  switch (g) {
+    case Group::kTp: return p.tp;
+    case Group::kCp: return p.cp;
+    case Group::kDp: return p.dp;
+    case Group::kEp: return p.ep;
+    case Group::kPp: return p.pp;
+    case Group::kDpShard: return p.sharding == Sharding::kNone ? p.dp : p.shard_size();
+    case Group::kDpReplica: return p.dp / (p.sharding == Sharding::kNone ? p.dp : p.shard_size());
+  }
+  return 1;
+}
+
+int64_t group_stride(const Plan& p, Group g) {
+  switch (g) {
+    case Group::kTp: return 1;
+    case Group::kCp: return p.tp;
+    case Group::kEp:  // expert groups are the innermost ep ranks of dp*cp (after cp)
+    case Group::kDp: return p.tp * p.cp;
+    case Group::kPp: return p.tp * p.cp * p.dp;
+    case Group::kDpShard: return p.tp * p.cp;
+    case Group::kDpReplica: return p.tp * p.cp * (p.sharding == Sharding::kNone ? p.dp : p.shard_size());
+  }
+  return 1;
+}
+
+std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan& p, int64_t gpus,
+                                           const hw::GpuSpec& gpu) {
+  std::vector<ConstraintError> e;
+  auto add = [&e](std::string key, std::string msg) { e.push_back({std::move(key), std::move(msg)}); };
+  for (const auto& [name, v] : {std::pair<const char*, int64_t>{"dp", p.dp}, {"tp", p.tp}, {"pp", p.pp}, {"cp", p.cp},
+                                {"ep", p.ep}, {"vp", p.vp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"seq", p.seq}}) {
+    if (v < 1) add(name, fmt::format("{}={} must be at least 1", name, v));
+  }
+  if (!e.empty()) return e;
+  if (m.heads % p.tp != 0) add("tp_heads", fmt::format("tp={} does not divide heads={}", p.tp, m.heads));
+  if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
+    add("tp_kv_heads", fmt::format("tp={} and kv_heads={}: neither divides the other", p.tp, m.kv_heads));
+  }
+  if (m.ffn > 0 && m.ffn % p.tp != 0) add("tp_ffn", fmt::format("tp={} does not divide ffn={}", p.tp, m.ffn));
+  if (m.is_moe() && m.moe.expert_ffn % p.tp != 0) {
+    add("tp_ffn", fmt::format("tp={} does not divide the expert ffn={}", p.tp, m.moe.expert_ffn));
+  }
+  if (m.layers % (p.pp * p.vp) != 0) {
+    add("pp_layers", p.vp > 1 ? fmt::format("pp*vp={}*{}={} does not divide layers={}", p.pp, p.vp, p.pp * p.vp, m.layers)
+                              : fmt::format("pp={} does not divide layers={}", p.pp, m.layers));
+  }
+  if (p.gbs % (p.dp * p.mbs) != 0) {
+    add("gbs", fmt::format("dp*mbs={}*{}={} does not divide gbs={}", p.dp, p.mbs, p.dp * p.mbs, p.gbs));
+  } else if (p.schedule == Schedule::kInterleaved && p.vp > 1 && p.microbatches() % p.pp != 0) {
+    add("vp_microbatches", fmt::format("the interleaved schedule needs micro-batches m={} to be a multiple of pp={}",
+                                       p.microbatches(), p.pp));
+  }
+  if (p.vp > 1 && p.schedule != Schedule::kInterleaved) {
+    add("vp_schedule", fmt::format("vp={} needs --schedule interleaved (schedule is {})", p.vp, schedule_name(p.schedule)));
+  }
+  if (p.cp > 1 && p.seq % (2 * p.cp) != 0) {
+    add("cp_seq", fmt::format("2*cp={} does not divide seq={} (load-balanced ring attention)", 2 * p.cp, p.seq));
+  }
+  if (p.sp && p.tp == 1) add("sp", "sequence parallelism needs tp > 1");
+  if (p.sp && (p.seq / p.cp) % p.tp != 0) {
+    add("sp", fmt::format("tp={} does not divide the per-rank sequence seq/cp={}", p.tp, p.seq / p.cp));
+  }
+  if (p.ep > 1) {
+    if (!m.is_moe()) {
+      add("ep", fmt::format("ep={} needs an MoE model ({} is dense)", p.ep, m.name));
+    } else if (m.moe.num_experts % p.ep != 0) {
+      add("ep", fmt::format("ep={} does not divide experts={}", p.ep, m.moe.num_experts));
+    }
+    if ((p.dp * p.cp) % p.ep != 0) add("ep", fmt::format("ep={} does not divide dp*cp={}", p.ep, p.dp * p.cp));
+  }
+  if (p.shard_group > 0) {
+    if (p.dp % p.shard_group != 0) {
+      add("shard", fmt::format("shard group {} does not divide dp={}", p.shard_group, p.dp));
+    }
+    if (p.sharding == Sharding::kNone && p.shard_group > 1) {
+      add("shard", fmt::format("shard group {} given without sharding (choose zero1|zero2|zero3)", p.shard_group));
+    }
+  }
+  if (p.recompute == Recompute::kFull && p.recompute_layers > p.layers_per_stage(m.layers) * p.vp &&
+      p.layers_per_stage(m.layers) > 0) {
+    add("recompute_layers", fmt::format("recompute_layers={} exceeds the layers per pipeline rank ({})",
+                                        p.recompute_layers, p.layers_per_stage(m.layers) * p.vp));
+  }
+  if (p.load_imbalance < 1.0) add("load_imbalance", fmt::format("load imbalance {} must be >= 1", p.load_imbalance));
+  if (p.capacity_factor < 0.0) add("capacity_factor", fmt::format("capacity factor {} must be >= 0", p.capacity_factor));
+  if (!(p.grad_density > 0.0 && p.grad_density <= 1.0)) {
+    add("grad_density", fmt::format("gradient density {} must be in (0, 1]", p.grad_density));
+  }
+  if (p.bucket_bytes < 1) add("bucket_bytes", fmt::format("bucket size {} must be positive", p.bucket_bytes));
+  if (p.fsdp_prefetch < 0) add("fsdp_prefetch", fmt::format("fsdp prefetch {} must be >= 0", p.fsdp_prefetch));
+  // Last: a wrong degree usually breaks the product too, and the divisibility message says more.
+  if (p.gpus() != gpus) {
+    add("gpus", fmt::format("dp*tp*pp*cp = {}*{}*{}*{} = {} does not equal gpus={}", p.dp, p.tp, p.pp, p.cp, p.gpus(),
+                            gpus));
+  }
+  if (!gpu.peak(p.precision)) {
+    add("precision", fmt::format("GPU '{}' has no dense {} peak", gpu.name, hw::dtype_name(p.precision)));
+  }
+  return e;
+}
+
+void require_valid_plan(const model::ModelSpec& model, const Plan& plan, int64_t gpus, const hw::GpuSpec& gpu,
+                        const Where& where) {
+  const auto errors = validate_plan(model, plan, gpus, gpu);
+  if (!errors.empty()) {
+    std::string more = errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : "";
+    throw InputError(where.with_key(errors.front().key), errors.front().message + more);
+  }
+}
+
+}  // namespace orrery::train

@@ -1,0 +1,136 @@
+// A training plan: how one step of a model is parallelized, sharded, recomputed and overlapped on a
+// cluster, and the cheap checks that say whether the plan is valid for a model.
+//
+// Model card
+//   What: the value a planner enumerates and the simulator (train/simulator.h) and memory model
+//     (train/memory.h) evaluate. No allocation beyond the Plan itself; validate_plan() is O(1) and
+//     returns the broken constraints as values, so a planner can sweep 10^5 plans without exceptions.
+//   Degrees: gpus = dp * tp * pp * cp. EP reuses the data-parallel (x context-parallel) ranks, as
+//     Megatron-Core does (expert parallel groups are carved out of dp*cp): ep divides dp*cp.
+//   Rank order (Megatron-Core's default "tp-cp-ep-dp-pp"): tp innermost (consecutive ranks, one
+//     machine), then cp, dp, and pp outermost. Group strides follow from that order (group_stride()).
+//   Micro-batches per pipeline and step: m = gbs / (dp * mbs).
+//   Constraints (each has a stable key, ConstraintError::key):
+//     gpus        gpus == dp*tp*pp*cp
+//     tp_heads    tp divides heads;  tp_kv_heads: tp divides kv_heads or kv_heads divides tp (KV
+//                 replication, as Megatron-Core allows)
+//     tp_ffn      tp divides ffn (and the expert ffn)
+//     pp_layers   pp*vp divides layers (each virtual stage holds the same number of layers)
+//     gbs         dp*mbs divides gbs;  vp_microbatches: interleaving needs m % pp == 0 (Megatron)
+//     cp_seq      2*cp divides seq (load-balanced causal ring attention splits each sequence in 2cp)
+//     ep          ep divides experts and dp*cp; ep > 1 needs an MoE model
+//     shard       shard_group divides dp (HSDP) and sharding is not none when shard_group > 1
+//     sp          sequence parallelism needs tp > 1;  tp divides seq/cp with SP
+//     vp_schedule vp > 1 only with the interleaved schedule
+//     precision   the GPU has a dense peak for the precision
+// Range of validity: dense and MoE decoder-only transformers (model/model_spec.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "hw/hw_catalog.h"
+#include "model/model_spec.h"
+
+namespace orrery::train {
+
+enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble };
+// Data-parallel sharding (Rajbhandari et al. 2020, ZeRO): none = plain DDP; zero1 = optimizer states
+// (Megatron's distributed optimizer); zero2 = + gradients; zero3 = + parameters (FSDP full shard).
+enum class Sharding { kNone, kZero1, kZero2, kZero3 };
+enum class Recompute { kNone, kSelective, kFull };
+enum class GradSync { kDense, kSparseAllGather, kZen };
+
+std::string_view schedule_name(Schedule s);
+std::string_view sharding_name(Sharding s);
+std::string_view recompute_name(Recompute r);
+std::string_view grad_sync_name(GradSync g);
+// Parsers accept the names above plus the aliases of training.csv (dp_sharding none | distopt |
+// fsdp; recompute none | selective | full) and throw InputError at `where` with the nearest name.
+Schedule parse_schedule(std::string_view name, const Where& where);
+Sharding parse_sharding(std::string_view name, const Where& where);
+Recompute parse_recompute(std::string_view name, const Where& where);
+GradSync parse_grad_sync(std::string_view name, const Where& where);
+hw::DType parse_precision(std::string_view name, const Where& where);  // bf16 | fp16 | fp8
+
+struct Plan {
+  // ---- degrees
+  int64_t dp = 1;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t cp = 1;
+  int64_t ep = 1;
+  int64_t vp = 1;  // virtual stages per pipeline rank (interleaved schedule)
+  bool sp = false;  // sequence parallelism (Korthikanti et al. 2022) with TP
+  Schedule schedule = Schedule::kOneFOneB;
+
+  // ---- batch
+  int64_t mbs = 1;
+  int64_t gbs = 1;  // sequences per step, whole job
+  int64_t seq = 2048;
+
+  // ---- sharding over data-parallel ranks
+  Sharding sharding = Sharding::kNone;
+  int64_t shard_group = 0;  // HSDP: shard within groups of this many DP ranks, replicate across; 0 = dp
+  int64_t unsharded_layers = 0;  // ZeRO-3: keep this many layers' parameters gathered (per stage)
+
+  // ---- recomputation and offload
+  Recompute recompute = Recompute::kNone;
+  int64_t recompute_layers = -1;  // kFull: recompute this many layers per stage; -1 = all
+  bool activation_offload = false;  // saved activations to host memory over PCIe, asynchronously
+  bool optimizer_offload = false;   // Adam states and master weights on the host; the step on the CPU
+
+  // ---- numerics
+  hw::DType precision = hw::DType::kBf16;  // compute and activation dtype (fp8: GEMMs in fp8)
+  int64_t grad_bytes = 4;                  // main-gradient bytes per parameter (Megatron/FSDP fp32: 4)
+  bool flash_attention = true;             // fused attention (no materialized s x s scores)
+
+  // ---- MoE
+  double capacity_factor = 0.0;   // 0: dropless; > 0 pads every expert to cf * mean tokens
+  double load_imbalance = 1.0;    // busiest expert's tokens / mean (>= 1)
+
+  // ---- gradient synchronization
+  GradSync grad_sync = GradSync::kDense;
+  double grad_density = 1.0;  // fraction of gradient entries sent by the sparse schemes
+
+  // ---- overlap
+  bool overlap_grad_reduce = true;   // DP gradient reduction in buckets during the last backward
+  bool overlap_param_gather = true;  // ZeRO-1/2 parameter all-gather overlapped with the next forward
+  int64_t fsdp_prefetch = 1;         // ZeRO-3: layers whose all-gather is issued ahead
+  int64_t bucket_bytes = 40'000'000;  // DP bucket size (Megatron default 40 M elements ~ 4e7)
+  bool tp_comm_overlap = false;       // TP collectives overlapped with the GEMMs (userbuffers)
+
+  int64_t gpus() const { return dp * tp * pp * cp; }
+  int64_t microbatches() const { return dp * mbs > 0 ? gbs / (dp * mbs) : 0; }
+  int64_t shard_size() const;  // DP ranks one parameter/gradient/optimizer shard spans
+  int64_t layers_per_stage(int64_t layers) const { return layers / (pp * vp); }
+};
+
+// One broken constraint: `key` is stable (see the model card), `message` names the values, e.g.
+// "tp=3 does not divide heads=32".
+struct ConstraintError {
+  std::string key;
+  std::string message;
+};
+
+// All broken constraints of `plan` for `model` on `gpus` GPUs of type `gpu` (empty: valid).
+// O(1) apart from the returned strings; allocation only when a constraint is broken.
+std::vector<ConstraintError> validate_plan(const model::ModelSpec& model, const Plan& plan, int64_t gpus,
+                                           const hw::GpuSpec& gpu);
+// The same, throwing InputError at `where` (key = the constraint's key) for the first broken one.
+void require_valid_plan(const model::ModelSpec& model, const Plan& plan, int64_t gpus, const hw::GpuSpec& gpu,
+                        const Where& where);
+
+// Rank stride between consecutive members of a group in the tp-cp-dp-pp order.
+// kDpShard: the DP ranks that share one shard (ZeRO/FSDP, the HSDP shard group); kDpReplica: the
+// replicas of one shard (HSDP), 1 when the shard spans all of DP.
+enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica };
+std::string_view group_name(Group g);
+int64_t group_size(const Plan& plan, Group g);
+int64_t group_stride(const Plan& plan, Group g);
+
+}  // namespace orrery::train

@@ -1,0 +1,504 @@
+#include "train/planner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace orrery::train {
+
+std::string_view candidate_status_name(CandidateStatus s) {
+  switch (s) {
+    case CandidateStatus::kInvalid: return "invalid";
+    case CandidateStatus::kOverBudget: return "over-budget";
+    case CandidateStatus::kPruned: return "pruned";
+    case CandidateStatus::kSimulated: return "simulated";
+    case CandidateStatus::kError: return "error";
+  }
+  return "?";
+}
+
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+// Divisors of n up to max (0 = no limit), ascending; O(sqrt n).
+std::vector<int64_t> divisors(int64_t n, int64_t max) {
+  std::vector<int64_t> small, large;
+  for (int64_t k = 1; k <= n / k; ++k) {
+    if (n % k != 0) continue;
+    small.push_back(k);
+    if (k != n / k) large.push_back(n / k);
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  if (max > 0) small.erase(std::upper_bound(small.begin(), small.end(), max), small.end());
+  return small;
+}
+
+// Powers of two dividing n, up to max (0 = no limit).
+std::vector<int64_t> powers_of_two_dividing(int64_t n, int64_t max) {
+  std::vector<int64_t> r;
+  for (int64_t k = 1; k <= n && (max <= 0 || k <= max); k *= 2) {
+    if (n % k == 0) r.push_back(k);
+  }
+  return r;
+}
+
+// Runs fn(i) for every i in [0, n) on `threads` threads (the caller is one of them), taking chunks of
+// `grain` indices in order from a shared counter. The caller reports progress. An exception thrown by
+// fn is rethrown here (the one of the lowest index), after every thread has stopped.
+void parallel_for(size_t n, size_t grain, int threads, const std::function<void(size_t)>& fn,
+                  const std::function<void(size_t)>& on_progress) {
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+  std::mutex error_mutex;
+  size_t error_index = std::numeric_limits<size_t>::max();
+  std::exception_ptr error;
+  auto work = [&](bool caller) {
+    for (;;) {
+      const size_t begin = next.fetch_add(grain);
+      if (begin >= n) break;
+      const size_t end = std::min(n, begin + grain);
+      for (size_t i = begin; i < end; ++i) {
+        try {
+          fn(i);
+        } catch (...) {
+          const std::lock_guard<std::mutex> lock(error_mutex);
+          if (i < error_index) {
+            error_index = i;
+            error = std::current_exception();
+          }
+        }
+      }
+      const size_t now = done.fetch_add(end - begin) + (end - begin);
+      if (caller && on_progress) on_progress(now);
+    }
+  };
+  const size_t helpers = std::min(static_cast<size_t>(std::max(1, threads)), std::max<size_t>(1, (n + grain - 1) / grain)) - 1;
+  std::vector<std::thread> pool;
+  pool.reserve(helpers);
+  for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work, false);
+  work(true);
+  for (std::thread& t : pool) t.join();
+  if (on_progress) on_progress(n);
+  if (error) std::rethrow_exception(error);
+}
+
+// The Pareto staircase of (memory, throughput) points seen so far: the best throughput at or below a
+// memory, in O(log n).
+class Staircase {
+ public:
+  // Highest throughput of a point with memory <= mem (-infinity when none).
+  double best_at_most(Bytes mem) const {
+    auto it = steps_.upper_bound(mem.count());
+    if (it == steps_.begin()) return -std::numeric_limits<double>::infinity();
+    return std::prev(it)->second;
+  }
+  void add(Bytes mem, double tput) {
+    if (best_at_most(mem) >= tput) return;  // dominated
+    auto it = steps_.lower_bound(mem.count());
+    while (it != steps_.end() && it->second <= tput) it = steps_.erase(it);  // now dominated by the new point
+    steps_[mem.count()] = tput;
+  }
+
+ private:
+  std::map<int64_t, double> steps_;  // memory -> throughput, both increasing
+};
+
+bool faster(const Candidate& a, const Candidate& b) {
+  if (a.tokens_per_s_per_gpu != b.tokens_per_s_per_gpu) return a.tokens_per_s_per_gpu > b.tokens_per_s_per_gpu;
+  if (a.peak != b.peak) return a.peak < b.peak;
+  return a.index < b.index;
+}
+
+Time optimizer_time(const Plan& p, int64_t params, const compute::ComputeModel& cm) {
+  // The simulator's optimizer task (train/simulator.h, "Optimizer").
+  const double local = d(params) / d(p.sharding == Sharding::kNone ? 1 : p.shard_size());
+  if (p.optimizer_offload) {
+    return Bytes::from_double(local * (d(p.grad_bytes) + 2.0)) / cm.gpu().pcie.bandwidth_per_direction +
+           Time::seconds(local / kCpuAdamParamsPerSecond);
+  }
+  return cm.memory_bound(Bytes::from_double(local * (26.0 + d(p.grad_bytes))));
+}
+
+// The time of one collective of `bytes_per_param` x n bytes, remembering the last n (the layers of a
+// model mostly have the same parameter count).
+// A simulator failure on one plan (a broken invariant in train/, e.g. ORRERY_CHECK) is recorded on the
+// candidate, so that one bad plan does not end a search of 10^5; it is reported as a reason.
+void set_error(Candidate& c, const std::exception& e) {
+  c.status = CandidateStatus::kError;
+  c.reason_key = "internal-error";
+  c.reason = e.what();
+}
+
+class CollectiveMemo {
+ public:
+  CollectiveMemo(const CommModel& comm, coll::Op op, Group group, int64_t bytes_per_param)
+      : comm_(comm), op_(op), group_(group), bytes_per_param_(bytes_per_param) {}
+  Time time(int64_t params) {
+    if (params != last_params_) {
+      last_params_ = params;
+      last_ = comm_.collective(op_, Bytes::from_double(d(params) * d(bytes_per_param_)), group_);
+    }
+    return last_;
+  }
+
+ private:
+  const CommModel& comm_;
+  coll::Op op_;
+  Group group_;
+  int64_t bytes_per_param_;
+  int64_t last_params_ = -1;
+  Time last_;
+};
+
+}  // namespace
+
+std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSpec& cluster,
+                                  const PlannerOptions& o) {
+  const SearchSpace& sp = o.space;
+  std::vector<Plan> plans;
+  const int64_t max_tp = sp.max_tp > 0 ? sp.max_tp : cluster.gpus_per_node;
+  for (int64_t tp : divisors(model.heads, max_tp)) {
+    for (int64_t pp : divisors(model.layers, sp.max_pp)) {
+      for (int64_t cp = 1; cp <= (sp.max_cp > 0 ? sp.max_cp : o.gpus) && cp <= o.seq; cp *= 2) {
+        if (cp > 1 && o.seq % (2 * cp) != 0) continue;
+        if (o.gpus % (tp * pp * cp) != 0) continue;  // no integer dp
+        const int64_t dp = o.gpus / (tp * pp * cp);
+        std::vector<int64_t> eps = {1};
+        if (model.is_moe()) {
+          eps.clear();
+          for (int64_t ep : divisors(model.moe.num_experts, sp.max_ep)) {
+            if ((dp * cp) % ep == 0) eps.push_back(ep);
+          }
+        }
+        std::vector<std::pair<Schedule, int64_t>> schedules;
+        if (pp == 1) {
+          schedules.emplace_back(Schedule::kOneFOneB, 1);  // no pipeline: gradient accumulation
+        } else {
+          for (Schedule s : sp.schedules) {
+            if (s != Schedule::kInterleaved) {
+              schedules.emplace_back(s, 1);
+              continue;
+            }
+            for (int64_t vp : divisors(model.layers / pp, sp.max_vp)) {
+              if (vp >= 2) schedules.emplace_back(s, vp);
+            }
+          }
+        }
+        // mbs: powers of two dividing gbs/dp; when dp does not divide gbs, mbs 1 stands for the
+        // shape so that validate_plan reports why.
+        std::vector<int64_t> mbss = o.gbs % dp == 0 ? powers_of_two_dividing(o.gbs / dp, sp.max_mbs) : std::vector<int64_t>{1};
+        if (mbss.empty()) mbss.push_back(1);
+        std::vector<std::pair<Sharding, int64_t>> shardings;
+        if (dp == 1) {
+          shardings.emplace_back(Sharding::kNone, 0);  // nothing to shard over
+        } else {
+          for (Sharding s : sp.shardings) shardings.emplace_back(s, 0);
+          if (sp.hsdp) {
+            for (int64_t g : divisors(dp, dp - 1)) {
+              if (g > 1) shardings.emplace_back(Sharding::kZero3, g);
+            }
+          }
+        }
+        std::vector<bool> sps = {false};
+        if (tp > 1) {
+          sps.clear();
+          if (sp.sp_on) sps.push_back(true);
+          if (sp.sp_off) sps.push_back(false);
+        }
+        for (int64_t ep : eps) {
+          for (const auto& [schedule, vp] : schedules) {
+            for (int64_t mbs : mbss) {
+              for (const auto& [sharding, group] : shardings) {
+                for (Recompute rc : sp.recomputes) {
+                  for (bool seqpar : sps) {
+                    Plan p = o.base;
+                    p.dp = dp;
+                    p.tp = tp;
+                    p.pp = pp;
+                    p.cp = cp;
+                    p.ep = ep;
+                    p.vp = vp;
+                    p.schedule = schedule;
+                    p.mbs = mbs;
+                    p.gbs = o.gbs;
+                    p.seq = o.seq;
+                    p.sharding = sharding;
+                    p.shard_group = group;
+                    p.recompute = rc;
+                    p.recompute_layers = -1;
+                    p.sp = seqpar;
+                    plans.push_back(p);
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return plans;
+}
+
+double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, const ModelCosts& c,
+                              const compute::ComputeModel& cm, const CommModel& comm) {
+  const int64_t pp = p.pp;
+  const int64_t v = p.vp;
+  const int64_t per_chunk = p.layers_per_stage(model.layers);
+  const int64_t m = p.microbatches();
+  const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
+  const Time hop = pp > 1 ? comm.p2p(c.boundary_activation) : Time::zero();
+  const bool zero3 = p.sharding == Sharding::kZero3 && group_size(p, Group::kDpShard) > 1;
+  CollectiveMemo gather{comm, coll::Op::kAllGather, Group::kDpShard, 2};
+  CollectiveMemo reduce{comm, coll::Op::kReduceScatter, Group::kDpShard, p.grad_bytes};
+  Time chain_f;  // micro-batch 0's forward through the stages before s
+  Time chain_b;  // the last backward's way down through the stages before s
+  Time opt0;
+  Time step_lb;
+  for (int64_t s = 0; s < pp; ++s) {
+    Time work, f0, b0;
+    int64_t params = 0;
+    for (int64_t ch = 0; ch < v; ++ch) {
+      Time f, b;
+      for (int64_t i = 0; i < per_chunk; ++i) {
+        const LayerCost& l = c.layer[static_cast<size_t>((ch * pp + s) * per_chunk + i)];
+        params += l.params;
+        f += l.fwd + l.tp_fwd + l.cp_fwd + l.ep_fwd;
+        b += l.bwd_input + l.bwd_weight + l.tp_bwd + l.cp_bwd + l.ep_bwd;
+        const bool full = p.recompute == Recompute::kFull &&
+                          (p.recompute_layers < 0 || ch * per_chunk + i < p.recompute_layers);
+        if (full) {
+          b += l.recompute_full + l.tp_fwd + l.cp_fwd + l.ep_fwd;
+        } else if (p.recompute == Recompute::kSelective) {
+          b += l.recompute_selective;
+        }
+      }
+      if (s == 0 && ch == 0) {
+        f += c.pre.fwd;
+        b += c.pre.bwd_input + c.pre.bwd_weight;
+        params += c.pre.params;
+      }
+      if (s == pp - 1 && ch == v - 1) {
+        f += c.post.fwd;
+        b += c.post.bwd_input + c.post.bwd_weight;
+        params += c.post.params;
+      }
+      if (ch == 0) {
+        f0 = f;
+        b0 = b;
+      }
+      work += f + b;
+    }
+    const Time opt = optimizer_time(p, params, cm);
+    if (s == 0) opt0 = opt;
+    const Time tail = zero_bubble ? opt : std::max(opt, chain_b + opt0);
+    step_lb = std::max(step_lb, chain_f + work * m + tail);
+    if (zero3) {
+      // ZeRO-3: the FIFO gather stream runs one all-gather per layer for every forward and backward
+      // pass, the gradient stream one reduce-scatter per layer for every backward.
+      Time gathers, reductions;
+      for (int64_t ch = 0; ch < v; ++ch) {
+        for (int64_t i = 0; i < per_chunk; ++i) {
+          int64_t n = c.layer[static_cast<size_t>((ch * pp + s) * per_chunk + i)].params;
+          if (s == 0 && ch == 0 && i == 0) n += c.pre.params;
+          if (s == pp - 1 && ch == v - 1 && i == per_chunk - 1) n += c.post.params;
+          if (ch * per_chunk + i >= p.unsharded_layers) gathers += gather.time(n) * 2;
+          if (p.grad_sync == GradSync::kDense) reductions += reduce.time(n);
+        }
+      }
+      step_lb = std::max({step_lb, gathers * m, reductions * m});
+    }
+    chain_f += f0 + hop;
+    chain_b += b0 + hop;
+  }
+  if (step_lb <= Time::zero()) return std::numeric_limits<double>::infinity();
+  return d(p.gbs) * d(p.seq) / (step_lb.to_seconds() * d(p.gpus()));
+}
+
+PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cluster,
+                            const compute::ComputeModel& compute, const PlannerOptions& o) {
+  PlannerResult r;
+  const hw::GpuSpec& gpu = *cluster.gpu;
+  r.budget = o.budget.count() > 0 ? o.budget : gpu.memory;
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::vector<Plan> plans = enumerate_plans(model, cluster, o);
+  const size_t n = plans.size();
+  std::vector<Candidate> cands(n);
+  auto report = [&o](std::string_view phase, uint64_t done, uint64_t total) {
+    if (o.progress) o.progress(phase, done, total);
+  };
+
+  // Phase 1: validity and memory (evaluate() with simulate = false), and the throughput bound.
+  report("filter", 0, n);
+  parallel_for(
+      n, 64, threads,
+      [&](size_t i) {
+        Candidate& c = cands[i];
+        c.index = i;
+        c.plan = plans[i];
+        const std::vector<ConstraintError> errors = validate_plan(model, c.plan, o.gpus, gpu);
+        if (!errors.empty()) {
+          c.status = CandidateStatus::kInvalid;
+          c.reason_key = errors.front().key;
+          c.reason = errors.front().message;
+          return;
+        }
+        try {
+          const AlphaBetaComm comm(cluster, c.plan);
+          const ModelCosts costs = model_costs(model, c.plan, compute, comm);
+          const MemoryReport mem = memory_model(model, c.plan, costs, gpu, o.evaluate.memory);
+          c.peak = mem.peak;
+          c.peak_stage = mem.peak_stage;
+          c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
+          c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm);
+        } catch (const std::exception& e) {
+          set_error(c, e);
+          return;
+        }
+        if (c.peak > r.budget) {
+          c.status = CandidateStatus::kOverBudget;
+          c.reason_key = "memory";
+          c.reason = fmt::format("peak {:.2f} GiB on stage {} exceeds the budget of {:.2f} GiB by {:.2f} GiB",
+                                 c.peak.to_gib(), c.peak_stage, r.budget.to_gib(), (c.peak - r.budget).to_gib());
+        } else {
+          c.status = CandidateStatus::kPruned;  // until simulated
+        }
+      },
+      [&](size_t done) { report("filter", done, n); });
+
+  std::vector<size_t> fitting;
+  for (const Candidate& c : cands) {
+    if (c.status == CandidateStatus::kPruned) fitting.push_back(c.index);
+  }
+
+  // Phase 2: simulate the plans within the budget, highest bound first, in rounds.
+  std::sort(fitting.begin(), fitting.end(), [&](size_t a, size_t b) {
+    const double x = cands[a].bound_tokens_per_s_per_gpu, y = cands[b].bound_tokens_per_s_per_gpu;
+    return x != y ? x > y : a < b;
+  });
+  EvaluateOptions eo = o.evaluate;
+  eo.simulate = true;
+  eo.step = StepOptions{};
+  auto simulate = [&](size_t i) {
+    Candidate& c = cands[i];
+    TrainResult t;
+    try {
+      t = evaluate(model, c.plan, cluster, compute, eo);
+    } catch (const std::exception& e) {
+      set_error(c, e);
+      return;
+    }
+    c.status = CandidateStatus::kSimulated;
+    c.step_time = t.step.step_time;
+    c.tokens_per_s_per_gpu = t.tokens_per_s_per_gpu;
+    c.tflops_per_gpu = t.tflops_per_gpu;
+    c.mfu = t.mfu;
+    c.hfu = t.hfu;
+    c.breakdown = t.step.breakdown;
+  };
+  const uint64_t total = fitting.size();
+  uint64_t settled = 0;  // simulated or pruned
+  report("simulate", 0, total);
+  std::vector<double> best;  // min-heap of the K best throughputs so far
+  Staircase staircase;
+  size_t pos = 0;
+  while (pos < fitting.size()) {
+    const double kth = o.top_k == 0              ? std::numeric_limits<double>::infinity()
+                       : best.size() < o.top_k ? -std::numeric_limits<double>::infinity()
+                                                : best.front();
+    std::vector<size_t> round;
+    while (pos < fitting.size() && (!o.prune || round.size() < kRoundSize)) {
+      const size_t i = fitting[pos++];
+      const Candidate& c = cands[i];
+      if (o.prune && c.bound_tokens_per_s_per_gpu < kth && staircase.best_at_most(c.peak) > c.bound_tokens_per_s_per_gpu) {
+        ++settled;
+        continue;  // stays kPruned
+      }
+      round.push_back(i);
+    }
+    parallel_for(round.size(), 1, threads, [&](size_t k) { simulate(round[k]); },
+                 [&](size_t done) { report("simulate", settled + done, total); });
+    settled += round.size();
+    for (size_t i : round) {
+      const Candidate& c = cands[i];
+      if (c.status != CandidateStatus::kSimulated) continue;
+      staircase.add(c.peak, c.tokens_per_s_per_gpu);
+      if (o.top_k > 0) {
+        best.push_back(c.tokens_per_s_per_gpu);
+        std::push_heap(best.begin(), best.end(), std::greater<>());
+        if (best.size() > o.top_k) {
+          std::pop_heap(best.begin(), best.end(), std::greater<>());
+          best.pop_back();
+        }
+      }
+    }
+  }
+  report("simulate", total, total);
+
+  // Results, with full tie-breaks.
+  std::vector<const Candidate*> sim, over;
+  std::map<std::string, ReasonCount> reasons;
+  for (const Candidate& c : cands) {
+    if (c.status == CandidateStatus::kSimulated) {
+      sim.push_back(&c);
+      if (c.tokens_per_s_per_gpu > c.bound_tokens_per_s_per_gpu * (1.0 + 1e-9)) ++r.bound_violations;
+    }
+    if (c.status == CandidateStatus::kPruned) ++r.counts.pruned;
+    if (c.status == CandidateStatus::kInvalid) ++r.counts.invalid;
+    if (c.status == CandidateStatus::kError) ++r.counts.errors;
+    if (c.status == CandidateStatus::kOverBudget) {
+      ++r.counts.over_budget;
+      over.push_back(&c);
+    }
+    if (c.status == CandidateStatus::kInvalid || c.status == CandidateStatus::kOverBudget ||
+        c.status == CandidateStatus::kError) {
+      ReasonCount& rc = reasons[c.reason_key];
+      if (rc.count++ == 0) {
+        rc.key = c.reason_key;
+        rc.example = c.reason;
+      }
+    }
+  }
+  r.counts.enumerated = static_cast<int64_t>(n);
+  r.counts.simulated = static_cast<int64_t>(sim.size());
+  r.counts.fits = r.counts.simulated + r.counts.pruned;
+  std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) { return faster(*a, *b); });
+  for (size_t k = 0; k < std::min(o.top_k, sim.size()); ++k) r.top.push_back(*sim[k]);
+  std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) {
+    if (a->peak != b->peak) return a->peak < b->peak;
+    return faster(*a, *b);
+  });
+  double front = -std::numeric_limits<double>::infinity();
+  for (const Candidate* c : sim) {
+    if (c->tokens_per_s_per_gpu > front) {
+      r.pareto.push_back(*c);
+      front = c->tokens_per_s_per_gpu;
+    }
+  }
+  std::sort(over.begin(), over.end(), [](const Candidate* a, const Candidate* b) {
+    if (a->bound_tokens_per_s_per_gpu != b->bound_tokens_per_s_per_gpu) {
+      return a->bound_tokens_per_s_per_gpu > b->bound_tokens_per_s_per_gpu;
+    }
+    return a->index < b->index;
+  });
+  for (size_t k = 0; k < std::min(o.top_k, over.size()); ++k) r.fastest_over_budget.push_back(*over[k]);
+  std::sort(over.begin(), over.end(), [](const Candidate* a, const Candidate* b) {
+    return a->peak != b->peak ? a->peak < b->peak : a->index < b->index;
+  });
+  for (size_t k = 0; k < std::min(o.top_k, over.size()); ++k) r.closest_over_budget.push_back(*over[k]);
+  for (auto& [key, rc] : reasons) r.reasons.push_back(std::move(rc));
+  if (o.keep_candidates) r.candidates = std::move(cands);
+  std::stable_sort(r.reasons.begin(), r.reasons.end(),
+                   [](const ReasonCount& a, const ReasonCount& b) { return a.count > b.count; });
+  return r;
+}
+
+}  // namespace orrery::train

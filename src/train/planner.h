@@ -1,0 +1,150 @@
+// The training planner: every plan of a model on a cluster, filtered by validity and memory, the
+// feasible ones simulated, ranked by throughput, with the Pareto front of throughput vs memory and the
+// reasons the others fail (issue 6, "Planner"; docs/planner.md).
+//
+// Model card
+//   What: a search, not a model. Candidates are enumerated in a fixed nested order (tp, pp, cp, ep,
+//     schedule and vp, mbs, sharding and HSDP group, recompute, sp); each is checked with
+//     validate_plan() (train/plan.h), then costed (train/layer_costs.h) and its memory computed
+//     (train/memory.h), exactly what evaluate() does with simulate = false. Plans within the memory
+//     budget are simulated with evaluate() (train/train.h).
+//   Throughput bound (a proof that a plan cannot be faster, used only to skip simulations): a stage's
+//     compute stream runs one task at a time in program order and every pass of every micro-batch
+//     lies on it, so for stage s of p, with m micro-batches, per-micro-batch busy time W_s (forward,
+//     backward, recomputation and the TP/CP/EP collectives inside the passes), chunk-0 forward and
+//     backward times F_s and B_s, the pipeline transfer time x and the optimizer time O_s:
+//       step >= sum_{s'<s} (F_s' + x) + m W_s + max(O_s, sum_{s'<s} (B_s' + x) + O_0)
+//     (stage s starts when micro-batch 0 has come through stages 0..s-1; after its last backward,
+//     which is chunk 0's, the gradient still goes down through stages s-1..0, then stage 0 steps the
+//     optimizer). Zero-bubble schedules may run weight-gradient passes after the last B, so for them
+//     only step >= sum_{s'<s} (F_s' + x) + m W_s + O_s is used. Data-parallel collectives are left
+//     out (they only lengthen the step). bound = gbs seq / (step_lb gpus).
+//   Pruning by the bound (exact: it never changes the top K or the Pareto front): plans within the
+//     budget are simulated in rounds in order of decreasing bound (ties by enumeration index), a
+//     round being the next kRoundSize plans not skipped; a plan is skipped when its bound is below the
+//     K-th best simulated throughput (so it cannot enter the top K) and some simulated plan is faster
+//     than its bound with no more memory (so it cannot be on the front). Decisions use only finished
+//     rounds, so the simulated set is the same for any thread count.
+//   Determinism: results are stored by candidate index and sorted with full tie-breaks (throughput,
+//     then memory, then index), so the output is byte-identical for any number of threads.
+// Range of validity: that of train/train.h; the enumerated dimensions and their limits are SearchSpace.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compute/compute_model.h"
+#include "model/model_spec.h"
+#include "train/train.h"
+
+namespace orrery::train {
+
+// The dimensions the planner enumerates. Degrees come from their generator sets (docs/planner.md).
+struct SearchSpace {
+  int64_t max_tp = 0;   // tp: divisors of heads up to this; 0 = the cluster's GPUs per node
+  int64_t max_pp = 0;   // pp: divisors of layers up to this; 0 = no limit
+  int64_t max_cp = 8;   // cp: powers of two up to this with 2 cp dividing seq; 1 = no CP; 0 = no limit
+  int64_t max_ep = 0;   // ep (MoE): divisors of experts dividing dp*cp up to this; 0 = no limit
+  int64_t max_vp = 0;   // interleaved: vp >= 2 dividing layers/pp up to this; 0 = no limit
+  int64_t max_mbs = 0;  // mbs: powers of two dividing gbs/dp up to this; 0 = no limit
+  std::vector<Schedule> schedules = {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kInterleaved,
+                                     Schedule::kZeroBubble};
+  std::vector<Sharding> shardings = {Sharding::kNone, Sharding::kZero1, Sharding::kZero2, Sharding::kZero3};
+  bool hsdp = true;  // also zero3 within every HSDP shard group g, 1 < g < dp, g dividing dp
+  std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  bool sp_on = true;   // with tp > 1: sequence parallelism on
+  bool sp_off = true;  // with tp > 1: sequence parallelism off
+};
+
+struct PlannerOptions {
+  int64_t gpus = 0;
+  int64_t seq = 0;
+  int64_t gbs = 0;  // sequences per step
+  Plan base;        // settings every candidate copies (precision, grad_bytes, overlap, MoE factors, ...)
+  Bytes budget;     // per-GPU memory budget; zero = the GPU's memory
+  SearchSpace space;
+  size_t top_k = 10;
+  int threads = 0;     // 0 = std::thread::hardware_concurrency()
+  bool prune = true;   // false: simulate every plan within the budget
+  bool keep_candidates = false;  // return every candidate (PlannerResult::candidates)
+  EvaluateOptions evaluate;  // memory constants (simulate and step options are set by the planner)
+  // Called on the calling thread only: a phase starts ("filter", "simulate") with its total, then
+  // progress within it.
+  std::function<void(std::string_view phase, uint64_t done, uint64_t total)> progress;
+};
+
+// kError: the simulator threw on this plan (a bug in train/, reported as reason "internal-error").
+enum class CandidateStatus : uint8_t { kInvalid, kOverBudget, kPruned, kSimulated, kError };
+std::string_view candidate_status_name(CandidateStatus s);
+
+struct Candidate {
+  size_t index = 0;  // enumeration order
+  Plan plan;
+  CandidateStatus status = CandidateStatus::kInvalid;
+  std::string reason_key;  // invalid: the first broken constraint's key; over budget: "memory"
+  std::string reason;      // its message
+  // Valid plans (memory filter):
+  Bytes peak;
+  int64_t peak_stage = 0;
+  MemoryBreakdown memory;  // of the peak stage
+  double bound_tokens_per_s_per_gpu = 0.0;
+  // Simulated plans:
+  Time step_time;
+  double tokens_per_s_per_gpu = 0.0;
+  double tflops_per_gpu = 0.0;
+  double mfu = 0.0;
+  double hfu = 0.0;
+  std::array<Time, kNumTimeCategories> breakdown{};
+};
+
+struct ReasonCount {
+  std::string key;      // constraint key (train/plan.h) or "memory"
+  int64_t count = 0;
+  std::string example;  // the message of the first candidate with this reason
+};
+
+struct PlannerCounts {
+  int64_t enumerated = 0;
+  int64_t invalid = 0;      // a broken constraint
+  int64_t over_budget = 0;  // valid, peak memory above the budget
+  int64_t fits = 0;         // valid and within the budget (and costed without error)
+  int64_t simulated = 0;
+  int64_t pruned = 0;       // within the budget, skipped by the bound (cannot be in the results)
+  int64_t errors = 0;       // the simulator failed (CandidateStatus::kError)
+  // enumerated = invalid + over_budget + fits + errors; fits = simulated + pruned.
+};
+
+struct PlannerResult {
+  Bytes budget;
+  PlannerCounts counts;
+  std::vector<Candidate> top;                  // top K by throughput (memory, index break ties)
+  std::vector<Candidate> pareto;               // throughput vs peak memory, by increasing memory
+  std::vector<Candidate> fastest_over_budget;  // over budget, highest bound first (K of them)
+  std::vector<Candidate> closest_over_budget;  // over budget, smallest overflow first (K of them)
+  std::vector<ReasonCount> reasons;            // why plans fail, most common first (key breaks ties)
+  std::vector<Candidate> candidates;  // every candidate by index, with keep_candidates
+  int64_t bound_violations = 0;  // simulated plans faster than their bound (0 unless the bound is wrong)
+};
+
+// Simulations per pruning round (fixed, so the simulated set does not depend on the thread count).
+inline constexpr size_t kRoundSize = 32;
+
+// Every candidate plan in enumeration order (see the model card). REQUIRES: options.gpus, seq, gbs > 0.
+std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSpec& cluster,
+                                  const PlannerOptions& options);
+
+// Upper bound on tokens/s per GPU of a valid plan from its costs (the model card's step_lb).
+double throughput_upper_bound(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
+                              const compute::ComputeModel& compute, const CommModel& comm);
+
+// The whole search. REQUIRES: options.gpus, seq, gbs > 0; 0 <= budget. Never throws for a plan that
+// is invalid or does not fit: those are candidates with a reason.
+PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cluster,
+                            const compute::ComputeModel& compute, const PlannerOptions& options);
+
+}  // namespace orrery::train

@@ -1,0 +1,323 @@
+#include "train/planner.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+#include "io/catalog_loader.h"
+#include "train/simulator.h"
+
+namespace orrery::train {
+namespace {
+
+hw::GpuSpec test_gpu() {
+  hw::GpuSpec g;
+  g.name = "test-gpu";
+  g.architecture = "ampere";
+  g.memory = Bytes::GiB(80);
+  g.memory_bandwidth = Bandwidth(2e12);
+  g.peak_flops[static_cast<size_t>(hw::DType::kBf16)] = FlopRate(312e12);
+  g.pcie = hw::PcieLink{4, 16, Bandwidth(32e9)};
+  // NVLink 3 as on an A100 SXM: 12 links, 300 GB/s per direction. (Without a scale-up link,
+  // AlphaBetaComm::p2p divides by a zero bandwidth for stages in one machine.)
+  g.scaleup = hw::ScaleupLink{"NVLink 3", 12, Bandwidth(300e9)};
+  return g;
+}
+
+// The hand-derived case: 8 GPUs in one 8-GPU machine, a Llama-style model with 8 heads (8 KV heads)
+// and 4 layers, seq 128, global batch 16 sequences, no CP.
+struct Small {
+  model::ModelSpec model = model::ModelSpec::llama({4, 512, 8, 8, 2048, 1000, 128});
+  hw::GpuSpec gpu = test_gpu();
+  ClusterSpec cluster = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(50e9));
+  compute::ComputeModel cm{gpu};
+  PlannerOptions options() const {
+    PlannerOptions o;
+    o.gpus = 8;
+    o.seq = 128;
+    o.gbs = 16;
+    o.space.max_cp = 1;
+    o.top_k = 5;
+    o.threads = 1;
+    return o;
+  }
+};
+
+// tp in divisors(heads=8) = {1,2,4,8} (max_tp = 8 GPUs per node), pp in divisors(layers=4) = {1,2,4},
+// dp = 8/(tp pp) when tp pp divides 8: (1,1,8) (1,2,4) (1,4,2) (2,1,4) (2,2,2) (2,4,1) (4,1,2) (4,2,1)
+// (8,1,1) -- nine shapes; (4,4), (8,2), (8,4) need 16 or more GPUs. With one schedule, sharding,
+// recompute, SP setting and mbs, one candidate per shape.
+TEST(Planner, EnumeratesTheNineDegreeShapesOfEightGpus) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.space.schedules = {Schedule::kOneFOneB};
+  o.space.shardings = {Sharding::kNone};
+  o.space.hsdp = false;
+  o.space.recomputes = {Recompute::kNone};
+  o.space.sp_off = false;
+  o.space.max_mbs = 1;
+  const std::vector<Plan> plans = enumerate_plans(s.model, s.cluster, o);
+  std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
+  for (const Plan& p : plans) shapes.insert({p.tp, p.pp, p.dp});
+  const std::set<std::tuple<int64_t, int64_t, int64_t>> expected = {
+      {1, 1, 8}, {1, 2, 4}, {1, 4, 2}, {2, 1, 4}, {2, 2, 2}, {2, 4, 1}, {4, 1, 2}, {4, 2, 1}, {8, 1, 1}};
+  EXPECT_EQ(plans.size(), 9u);
+  EXPECT_EQ(shapes, expected);
+}
+
+// The full default space (no CP) on the same shapes. Per shape: schedules S(pp): pp=1 -> 1 (1f1b: no
+// pipeline); pp=2 -> gpipe, 1f1b, zero-bubble + interleaved with vp in {v >= 2 dividing 4/2} = {2}: 4;
+// pp=4 -> 3 (4/4 = 1 layer per stage, no vp >= 2). mbs M(dp): powers of two dividing 16/dp: dp=8 -> 2,
+// dp=4 -> 3, dp=2 -> 4, dp=1 -> 5. Shardings H(dp): dp=1 -> 1; else none, zero1, zero2, zero3 plus HSDP
+// groups g | dp, 1 < g < dp: dp=8 -> 4+2, dp=4 -> 4+1, dp=2 -> 4. Recompute 3. SP 2 when tp > 1.
+//   (1,1,8) 1*2*6*3 = 36     (1,2,4) 4*3*5*3 = 180    (1,4,2) 3*4*4*3 = 144
+//   (2,1,4) 1*3*5*3*2 = 90   (2,2,2) 4*4*4*3*2 = 384  (2,4,1) 3*5*1*3*2 = 90
+//   (4,1,2) 1*4*4*3*2 = 96   (4,2,1) 4*5*1*3*2 = 120  (8,1,1) 1*5*1*3*2 = 30      total 1170.
+// Invalid: interleaved needs m = 16/(dp mbs) to be a multiple of pp = 2, which fails only at m = 1
+// (mbs = 16/dp): (1,2,4) 5*3 = 15, (2,2,2) 4*3*2 = 24, (4,2,1) 1*3*2 = 6, 45 plans, all for that reason.
+TEST(Planner, CountsCandidatesAndInvalidReasonsAsDerived) {
+  Small s;
+  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, s.options());
+  EXPECT_EQ(r.counts.enumerated, 1170);
+  EXPECT_EQ(r.counts.invalid, 45);
+  ASSERT_FALSE(r.reasons.empty());
+  EXPECT_EQ(r.reasons.front().key, "vp_microbatches");
+  EXPECT_EQ(r.reasons.front().count, 45);
+  // A model of ~13 M parameters fits every valid plan in 80 GiB.
+  EXPECT_EQ(r.counts.over_budget, 0);
+  EXPECT_EQ(r.counts.fits, 1170 - 45);
+  EXPECT_EQ(r.counts.simulated + r.counts.pruned, r.counts.fits);
+  EXPECT_EQ(r.bound_violations, 0);
+}
+
+void expect_same(const std::vector<Candidate>& a, const std::vector<Candidate>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].index, b[i].index) << what << " #" << i;
+    EXPECT_EQ(a[i].step_time, b[i].step_time) << what << " #" << i;
+    EXPECT_EQ(a[i].peak, b[i].peak) << what << " #" << i;
+    EXPECT_EQ(a[i].bound_tokens_per_s_per_gpu, b[i].bound_tokens_per_s_per_gpu) << what << " #" << i;
+  }
+}
+
+TEST(Planner, ResultsDoNotDependOnTheThreadCount) {
+  Small s;
+  PlannerOptions o = s.options();
+  // A budget halfway between the smallest and the largest peak, so that every list is filled.
+  o.keep_candidates = true;
+  Bytes lo = Bytes(int64_t{1} << 62), hi;
+  for (const Candidate& c : plan_training(s.model, s.cluster, s.cm, o).candidates) {
+    if (c.status == CandidateStatus::kInvalid) continue;
+    lo = std::min(lo, c.peak);
+    hi = std::max(hi, c.peak);
+  }
+  o.keep_candidates = false;
+  o.budget = Bytes((lo.count() + hi.count()) / 2);
+  o.threads = 1;
+  const PlannerResult one = plan_training(s.model, s.cluster, s.cm, o);
+  o.threads = 3;
+  const PlannerResult three = plan_training(s.model, s.cluster, s.cm, o);
+  ASSERT_GT(one.counts.over_budget, 0);
+  ASSERT_GT(one.counts.fits, 0);
+  EXPECT_EQ(one.counts.simulated, three.counts.simulated);
+  EXPECT_EQ(one.counts.pruned, three.counts.pruned);
+  expect_same(one.top, three.top, "top");
+  expect_same(one.pareto, three.pareto, "pareto");
+  expect_same(one.fastest_over_budget, three.fastest_over_budget, "fastest over budget");
+  expect_same(one.closest_over_budget, three.closest_over_budget, "closest over budget");
+  ASSERT_EQ(one.reasons.size(), three.reasons.size());
+  for (size_t i = 0; i < one.reasons.size(); ++i) {
+    EXPECT_EQ(one.reasons[i].key, three.reasons[i].key);
+    EXPECT_EQ(one.reasons[i].count, three.reasons[i].count);
+    EXPECT_EQ(one.reasons[i].example, three.reasons[i].example);
+  }
+}
+
+// Pruning is exact: the plans it skips could not be in the top K or on the front (planner.h), so the
+// results equal those of simulating every plan, and no simulated plan beats its bound.
+TEST(Planner, PruningByTheBoundChangesNoResult) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.threads = 2;
+  o.prune = false;
+  o.keep_candidates = true;
+  const PlannerResult all = plan_training(s.model, s.cluster, s.cm, o);
+  o.prune = true;
+  const PlannerResult pruned = plan_training(s.model, s.cluster, s.cm, o);
+  EXPECT_EQ(all.counts.simulated, all.counts.fits);
+  EXPECT_GT(pruned.counts.pruned, 0);
+  expect_same(all.top, pruned.top, "top");
+  expect_same(all.pareto, pruned.pareto, "pareto");
+  EXPECT_EQ(all.bound_violations, 0);
+  for (const Candidate& c : all.candidates) {
+    if (c.status != CandidateStatus::kSimulated) continue;
+    EXPECT_LE(c.tokens_per_s_per_gpu, c.bound_tokens_per_s_per_gpu * (1 + 1e-12)) << "candidate " << c.index;
+  }
+}
+
+// The same on a small MoE model (8 experts, top-2) with EP and CP in the space, and with activations
+// offloaded (copies the bound leaves out): the bound holds for every plan, so pruning stays exact.
+TEST(Planner, PruningIsExactWithExpertAndContextParallelism) {
+  Small s;
+  model::ModelSpec moe = s.model;
+  moe.family = model::Family::kMixtral;
+  moe.moe.num_experts = 8;
+  moe.moe.top_k = 2;
+  moe.moe.expert_ffn = 1024;
+  moe.validate();
+  PlannerOptions o = s.options();
+  o.space.max_cp = 4;
+  o.space.recomputes = {Recompute::kNone, Recompute::kFull};
+  o.base.activation_offload = true;
+  o.threads = 2;
+  o.prune = false;
+  const PlannerResult all = plan_training(moe, s.cluster, s.cm, o);
+  o.prune = true;
+  const PlannerResult pruned = plan_training(moe, s.cluster, s.cm, o);
+  int64_t with_ep = 0, with_cp = 0;
+  for (const Plan& p : enumerate_plans(moe, s.cluster, o)) {
+    with_ep += p.ep > 1 ? 1 : 0;
+    with_cp += p.cp > 1 ? 1 : 0;
+  }
+  EXPECT_GT(with_ep, 0);
+  EXPECT_GT(with_cp, 0);
+  EXPECT_GT(all.counts.simulated, 0);
+  EXPECT_EQ(all.bound_violations, 0);
+  expect_same(all.top, pruned.top, "top");
+  expect_same(all.pareto, pruned.pareto, "pareto");
+  EXPECT_GT(pruned.counts.pruned, 0);
+}
+
+// Every collective takes `coll`, every pipeline transfer `p2p` (as in simulator_test.cc).
+class FixedComm final : public CommModel {
+ public:
+  FixedComm(Time coll, Time p2p) : coll_(coll), p2p_(p2p) {}
+  Time collective(coll::Op, Bytes, Group) const override { return coll_; }
+  Time p2p(Bytes) const override { return p2p_; }
+
+ private:
+  Time coll_, p2p_;
+};
+
+// Where the simulation is the textbook pipeline (equal stages, no communication), the bound is exact.
+// 16 layers of tf = tb_input = tb_weight = 1 ms on p = 4 stages (4 layers each: F = 4 ms, B = 8 ms),
+// m = 8 micro-batches, no parameters (the optimizer is one kernel launch, opt):
+//   1F1B:        stage 3: chain_f 3*4 + m*12 + chain_b 3*8 + opt = 132 ms + opt
+//                (the (m + p - 1)(F + B) of Narayanan et al. 2019 = 11 * 12 ms)
+//   interleaved v = 2 (chunks of 2 layers, F0 = 2, B0 = 4): 3*2 + 96 + 3*4 = 114 ms + opt
+//                (m (F + B) + (p - 1)(F + B)/v)
+//   ZB-H1:       3*4 + 96 + opt = 108 ms + opt  (m (F + B) + (p - 1)(F + B_input - W), Qi et al. 2024)
+// and the simulator's step equals each (simulator_test.cc derives the same three figures).
+TEST(ThroughputBound, EqualsTheIdealPipelineStep) {
+  const model::ModelSpec model = model::ModelSpec::llama({16, 1024, 8, 8, 4096, 32000, 1024});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const Time opt = cm.memory_bound(Bytes(0));
+  ModelCosts c;
+  c.layer.resize(16);
+  for (LayerCost& l : c.layer) {
+    l.fwd = Time::ms(1);
+    l.bwd_input = Time::ms(1);
+    l.bwd_weight = Time::ms(1);
+    l.recompute_full = Time::ms(1);
+  }
+  const FixedComm comm(Time::zero(), Time::zero());
+  for (const auto& [schedule, vp, ms] : {std::tuple<Schedule, int64_t, int64_t>{Schedule::kOneFOneB, 1, 132},
+                                         {Schedule::kInterleaved, 2, 114},
+                                         {Schedule::kZeroBubble, 1, 108}}) {
+    Plan p;
+    p.pp = 4;
+    p.vp = vp;
+    p.gbs = 8;
+    p.seq = 2048;
+    p.schedule = schedule;
+    const Time step = Time::ms(ms) + opt;
+    const double expected = 8.0 * 2048.0 / (step.to_seconds() * 4.0);
+    EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, comm), expected, expected * 1e-12) << schedule_name(schedule);
+    EXPECT_EQ(simulate_step(model, p, c, cm, comm).step_time, step) << schedule_name(schedule);
+  }
+}
+
+TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.budget = Bytes::MiB(1);  // below the CUDA context alone (512 MiB, train/memory.h)
+  o.keep_candidates = true;
+  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, o);
+  EXPECT_TRUE(r.top.empty());
+  EXPECT_TRUE(r.pareto.empty());
+  EXPECT_EQ(r.counts.fits, 0);
+  EXPECT_EQ(r.counts.over_budget, 1170 - 45);
+  ASSERT_EQ(r.reasons.size(), 2u);
+  EXPECT_EQ(r.reasons[0].key, "memory");
+  EXPECT_EQ(r.reasons[0].count, 1170 - 45);
+  EXPECT_NE(r.reasons[0].example.find("exceeds the budget"), std::string::npos);
+  EXPECT_EQ(r.reasons[1].key, "vp_microbatches");
+  // The lists hold the K best by their own order: the highest bounds, the smallest peaks.
+  Bytes min_peak = Bytes(int64_t{1} << 62);
+  double max_bound = 0.0;
+  for (const Candidate& c : r.candidates) {
+    if (c.status != CandidateStatus::kOverBudget) continue;
+    min_peak = std::min(min_peak, c.peak);
+    max_bound = std::max(max_bound, c.bound_tokens_per_s_per_gpu);
+  }
+  ASSERT_EQ(r.closest_over_budget.size(), 5u);
+  ASSERT_EQ(r.fastest_over_budget.size(), 5u);
+  EXPECT_EQ(r.closest_over_budget.front().peak, min_peak);
+  EXPECT_EQ(r.fastest_over_budget.front().bound_tokens_per_s_per_gpu, max_bound);
+  for (size_t i = 1; i < 5; ++i) {
+    EXPECT_LE(r.closest_over_budget[i - 1].peak, r.closest_over_budget[i].peak);
+    EXPECT_GE(r.fastest_over_budget[i - 1].bound_tokens_per_s_per_gpu, r.fastest_over_budget[i].bound_tokens_per_s_per_gpu);
+  }
+}
+
+// The planner's memory filter and simulation are evaluate()'s: the same peak and step for its picks.
+TEST(Planner, AgreesWithEvaluateOnItsPicks) {
+  Small s;
+  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, s.options());
+  ASSERT_FALSE(r.top.empty());
+  for (const Candidate& c : r.top) {
+    EvaluateOptions memory_only;
+    memory_only.simulate = false;
+    EXPECT_EQ(evaluate(s.model, c.plan, s.cluster, s.cm, memory_only).memory.peak, c.peak);
+    const TrainResult t = evaluate(s.model, c.plan, s.cluster, s.cm);
+    EXPECT_EQ(t.step.step_time, c.step_time);
+    EXPECT_EQ(t.tokens_per_s_per_gpu, c.tokens_per_s_per_gpu);
+  }
+}
+
+// A 1.3 B-parameter model on one DGX H100 (8 GPUs, NVLink), seq 2048, global batch 64: plain data
+// parallelism fits (18 bytes/parameter = 23 GB of model states plus activations of one 2048-token
+// sequence, far below 80 GB), so the best plan uses neither TP nor PP nor CP nor recomputation:
+//  - PP adds a bubble of (p - 1)/m of the step (m = 64/(dp mbs)) and pipeline transfers;
+//  - TP and CP split each GEMM and attention kernel into smaller, less efficient ones and add exposed
+//    collectives inside every layer (2 all-reduces of b s h per pass for TP);
+//  - recomputation adds forward work;
+// while DP's only cost, the gradient all-reduce, overlaps with the last backward except its last bucket.
+TEST(Planner, PicksPlainDataParallelismForASmallModel) {
+  const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  const hw::GpuSpec& gpu = catalog.hw.get_gpu("h100-sxm", {});
+  const ClusterSpec cluster = ClusterSpec::from_catalog(gpu, catalog.hw.find_node("dgx-h100"));
+  const compute::ComputeModel cm(gpu);
+  const model::ModelSpec model = model::ModelSpec::llama({24, 2048, 16, 16, 5504, 32000, 2048});
+  PlannerOptions o;
+  o.gpus = 8;
+  o.seq = 2048;
+  o.gbs = 64;
+  o.top_k = 3;
+  o.threads = 2;
+  const PlannerResult r = plan_training(model, cluster, cm, o);
+  ASSERT_FALSE(r.top.empty());
+  const Plan& best = r.top.front().plan;
+  EXPECT_EQ(best.tp, 1);
+  EXPECT_EQ(best.pp, 1);
+  EXPECT_EQ(best.cp, 1);
+  EXPECT_EQ(best.dp, 8);
+  EXPECT_EQ(best.recompute, Recompute::kNone);
+  EXPECT_EQ(r.bound_violations, 0);
+}
+
+}  // namespace
+}  // namespace orrery::train

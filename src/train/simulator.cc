@@ -1,0 +1,540 @@
+#include "train/simulator.h"
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "train/schedule.h"
+#include "train/task_graph.h"
+
+namespace orrery::train {
+
+std::string_view time_category_name(TimeCategory c) {
+  switch (c) {
+    case TimeCategory::kCompute: return "compute";
+    case TimeCategory::kRecompute: return "recompute";
+    case TimeCategory::kTp: return "tp";
+    case TimeCategory::kCp: return "cp";
+    case TimeCategory::kEp: return "ep";
+    case TimeCategory::kPp: return "pp";
+    case TimeCategory::kDp: return "dp";
+    case TimeCategory::kBubble: return "bubble";
+    case TimeCategory::kOffload: return "offload";
+    case TimeCategory::kOptimizer: return "optimizer";
+    case TimeCategory::kCount: break;
+  }
+  return "?";
+}
+
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+constexpr auto cat(TimeCategory c) { return static_cast<uint16_t>(c); }
+
+// The parts of a compute task's duration, by category.
+struct Parts {
+  Time compute, recompute, tp, cp, ep;
+  Time total() const { return compute + recompute + tp + cp + ep; }
+};
+
+struct StageStreams {
+  StreamId compute, pp_fwd, pp_bwd, dp, dp_gather, d2h, h2d;
+};
+
+class Builder {
+ public:
+  Builder(const model::ModelSpec& m, const Plan& p, const ModelCosts& c, const compute::ComputeModel& cm,
+          const CommModel& comm, const StepOptions& o)
+      : m_(m), p_(p), c_(c), cm_(cm), comm_(comm), o_(o), pcie_(cm.gpu().pcie.bandwidth_per_direction) {
+    m_mb_ = static_cast<int32_t>(p.microbatches());
+    v_ = static_cast<int32_t>(p.vp);
+    pp_ = static_cast<int32_t>(p.pp);
+    chunk_layers_ = p.layers_per_stage(m.layers);
+    const size_t n = static_cast<size_t>(pp_) * static_cast<size_t>(v_) * static_cast<size_t>(m_mb_);
+    f_first_.assign(n, -1);
+    f_last_.assign(n, -1);
+    b_first_.assign(n, -1);
+    b_last_.assign(n, -1);
+    send_f_.assign(n, -1);
+    send_b_.assign(n, -1);
+    w_last_.assign(n, -1);
+    h2d_.assign(n, -1);
+    traced_.assign(static_cast<size_t>(pp_), 0);
+    for (int32_t s : o.trace_stages) {
+      if (s >= 0 && s < pp_) traced_[static_cast<size_t>(s)] = 1;
+    }
+    const Plan& pl = p_;
+    dp_reduce_ = group_size(pl, Group::kDpShard) > 1 || group_size(pl, Group::kDpReplica) > 1;
+  }
+
+  StepResult run() {
+    for (int32_t s = 0; s < pp_; ++s) build_stage(s);
+    link_pipeline();
+    for (int32_t s = 0; s < pp_; ++s) build_tail(s);
+    const std::vector<TaskTiming> t = g_.run();
+    return summarize(t);
+  }
+
+ private:
+  size_t idx(int32_t s, int32_t c, int32_t mb) const {
+    return (static_cast<size_t>(s) * static_cast<size_t>(v_) + static_cast<size_t>(c)) * static_cast<size_t>(m_mb_) +
+           static_cast<size_t>(mb);
+  }
+  int64_t layer_of(int32_t s, int32_t c, int64_t i) const { return (static_cast<int64_t>(c) * pp_ + s) * chunk_layers_ + i; }
+  double slow(int32_t s) const {
+    return static_cast<size_t>(s) < o_.stage_slowdown.size() ? std::max(1.0, o_.stage_slowdown[static_cast<size_t>(s)]) : 1.0;
+  }
+  bool full_recompute(int32_t s, int32_t c, int64_t i) const {
+    if (p_.recompute != Recompute::kFull) return false;
+    if (p_.recompute_layers < 0) return true;
+    (void)s;
+    return static_cast<int64_t>(c) * chunk_layers_ + i < p_.recompute_layers;
+  }
+
+  TaskId add_task(int32_t s, StreamId stream, Time dur, TimeCategory category, const Parts& parts, bool filler,
+                  std::string_view stream_name, const std::function<std::string()>& name) {
+    Task t;
+    t.stream = stream;
+    t.duration = dur;
+    t.filler = filler;
+    t.category = cat(category);
+    t.label = s;
+    const TaskId id = g_.add(t);
+    parts_.push_back(parts);
+    stage_of_.push_back(s);
+    preds_.emplace_back();
+    if (traced_[static_cast<size_t>(s)] != 0) {
+      trace_names_.push_back(name());
+      trace_streams_.emplace_back(stream_name);
+    } else {
+      trace_names_.emplace_back();
+      trace_streams_.emplace_back();
+    }
+    return id;
+  }
+  void dep(TaskId task, TaskId after) {
+    if (task < 0 || after < 0) return;
+    g_.depend(task, after);
+    preds_[static_cast<size_t>(task)].push_back(after);
+  }
+
+  // The parts of one pass over layers [lo, hi) of chunk c on stage s.
+  Parts pass_parts(int32_t s, int32_t c, PassKind kind, int64_t lo, int64_t hi) const {
+    Parts r;
+    const bool split = p_.schedule == Schedule::kZeroBubble;
+    for (int64_t i = lo; i < hi; ++i) {
+      const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
+      switch (kind) {
+        case PassKind::kForward:
+          r.compute += l.fwd;
+          r.tp += l.tp_fwd;
+          r.cp += l.cp_fwd;
+          r.ep += l.ep_fwd;
+          break;
+        case PassKind::kBackward:
+          r.compute += l.bwd_input + (split ? Time::zero() : l.bwd_weight);
+          r.tp += l.tp_bwd;
+          r.cp += l.cp_bwd;
+          r.ep += l.ep_bwd;
+          if (full_recompute(s, c, i)) {
+            r.recompute += l.recompute_full;
+            r.tp += l.tp_fwd;
+            r.cp += l.cp_fwd;
+            r.ep += l.ep_fwd;
+          } else if (p_.recompute == Recompute::kSelective) {
+            r.recompute += l.recompute_selective;
+          }
+          break;
+        case PassKind::kWeight:
+          r.compute += l.bwd_weight;
+          break;
+      }
+    }
+    const bool first_piece_fwd = lo == 0;
+    const bool last_piece = hi == chunk_layers_;
+    const bool pre_here = s == 0 && c == 0;
+    const bool post_here = s == pp_ - 1 && c == v_ - 1;
+    auto add_edge = [&](const LayerCost& e) {
+      switch (kind) {
+        case PassKind::kForward: r.compute += e.fwd; break;
+        case PassKind::kBackward: r.compute += e.bwd_input + (split ? Time::zero() : e.bwd_weight); break;
+        case PassKind::kWeight: r.compute += e.bwd_weight; break;
+      }
+    };
+    if (pre_here && first_piece_fwd) add_edge(c_.pre);
+    if (post_here && last_piece) add_edge(c_.post);
+    const double f = slow(s);
+    if (f != 1.0) {
+      r.compute = Time::seconds(r.compute.to_seconds() * f);
+      r.recompute = Time::seconds(r.recompute.to_seconds() * f);
+    }
+    return r;
+  }
+
+  int64_t piece_params(int32_t s, int32_t c, int64_t lo, int64_t hi) const {
+    int64_t n = 0;
+    for (int64_t i = lo; i < hi; ++i) n += c_.layer[static_cast<size_t>(layer_of(s, c, i))].params;
+    if (s == 0 && c == 0 && lo == 0) n += c_.pre.params;
+    if (s == pp_ - 1 && c == v_ - 1 && hi == chunk_layers_) n += c_.post.params;
+    return n;
+  }
+
+  Bytes chunk_activation(int32_t s, int32_t c) const {
+    Bytes a;
+    for (int64_t i = 0; i < chunk_layers_; ++i) {
+      const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
+      a += full_recompute(s, c, i) ? l.act_input : p_.recompute == Recompute::kSelective ? l.act_selective : l.act_none;
+    }
+    return a;
+  }
+
+  // Gradient reduction of `bytes` of gradients over the DP groups, as one task per collective.
+  TaskId reduce_grads(int32_t s, const StageStreams& st, Bytes bytes, TaskId after, bool last_mb) {
+    TaskId last = -1;
+    const bool sharded = p_.sharding != Sharding::kNone;
+    Time t;
+    std::string what;
+    if (p_.grad_sync != GradSync::kDense) {
+      const Bytes sparse = Bytes::from_double(bytes.to_double() * p_.grad_density *
+                                              (d(p_.grad_bytes) + 4.0) / d(p_.grad_bytes));
+      const int64_t n = group_size(p_, Group::kDp);
+      if (p_.grad_sync == GradSync::kSparseAllGather) {
+        t = comm_.collective(coll::Op::kAllGather, sparse * n, Group::kDp);
+        what = "sparse all-gather";
+      } else {
+        t = comm_.collective(coll::Op::kAllReduce, sparse, Group::kDp);
+        what = "zen exchange";
+      }
+    } else {
+      t = comm_.collective(sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, Group::kDpShard);
+      what = sharded ? "reduce-scatter" : "all-reduce";
+      if (sharded && last_mb && group_size(p_, Group::kDpReplica) > 1) {
+        t += comm_.collective(coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(p_.shard_size())),
+                              Group::kDpReplica);
+      }
+    }
+    last = add_task(s, st.dp, t, TimeCategory::kDp, Parts{}, false, "dp",
+                    [&] { return fmt::format("{} {:.1f} MB", what, bytes.to_double() * 1e-6); });
+    dep(last, after);
+    return last;
+  }
+
+  void build_stage(int32_t s) {
+    StageStreams st{g_.add_stream(true),  g_.add_stream(false), g_.add_stream(false), g_.add_stream(false),
+                    g_.add_stream(false), g_.add_stream(false), g_.add_stream(false)};
+    streams_.push_back(st);
+    const std::vector<PipelinePass> order = pipeline_order(p_, s);
+    const bool zero3 = p_.sharding == Sharding::kZero3 && group_size(p_, Group::kDpShard) > 1;
+    const bool split = p_.schedule == Schedule::kZeroBubble;
+    const PassKind grad_kind = split ? PassKind::kWeight : PassKind::kBackward;
+    std::vector<TaskId> compute_order;  // non-filler compute tasks in program order (prefetch anchors)
+    std::vector<TaskId> grad_pieces_last_mb;
+    std::vector<int64_t> grad_piece_params;
+    std::vector<TaskId> chunk_first_forward(static_cast<size_t>(v_), -1);
+    std::vector<TaskId> prev_w(static_cast<size_t>(v_) * static_cast<size_t>(m_mb_), -1);
+    for (const PipelinePass& pass : order) {
+      const int32_t c = pass.chunk;
+      const int32_t mb = pass.microbatch;
+      const bool last_mb = mb == m_mb_ - 1;
+      // Per-layer tasks where something happens between layers: FSDP gathers and reductions, and the
+      // gradient buckets of the last micro-batch.
+      const bool per_layer = zero3 || (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce);
+      const int64_t pieces = per_layer ? chunk_layers_ : 1;
+      const int64_t width = per_layer ? 1 : chunk_layers_;
+      TaskId first = -1;
+      TaskId prev = -1;
+      for (int64_t k = 0; k < pieces; ++k) {
+        // Forward pieces go up the layers, backward and weight pieces down.
+        const int64_t lo = pass.kind == PassKind::kForward ? k * width : (pieces - 1 - k) * width;
+        const int64_t hi = lo + width;
+        const Parts parts = pass_parts(s, c, pass.kind, lo, hi);
+        const bool filler = false;  // the schedule places every W pass (train/schedule.h)
+        const char kind_char = pass.kind == PassKind::kForward ? 'F' : pass.kind == PassKind::kBackward ? 'B' : 'W';
+        const TaskId id = add_task(s, st.compute, parts.total(), TimeCategory::kCompute, parts, filler, "compute", [&] {
+          return per_layer ? fmt::format("{} mb{} c{} l{}", kind_char, mb, c, lo) : fmt::format("{} mb{} c{}", kind_char, mb, c);
+        });
+        if (filler) {
+          dep(id, prev >= 0 ? prev : b_last_[idx(s, c, mb)]);
+        } else {
+          compute_order.push_back(id);
+        }
+        if (zero3 && pass.kind != PassKind::kWeight) {
+          const int64_t stage_index = static_cast<int64_t>(c) * chunk_layers_ + lo;
+          if (stage_index >= p_.unsharded_layers) {
+            const Bytes gathered = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
+            const Time t = comm_.collective(coll::Op::kAllGather, gathered, Group::kDpShard);
+            const TaskId ag = add_task(s, st.dp_gather, t, TimeCategory::kDp, Parts{}, false, "dp-gather",
+                                       [&] { return fmt::format("all-gather l{} {:.1f} MB", lo, gathered.to_double() * 1e-6); });
+            const auto anchor = static_cast<int64_t>(compute_order.size()) - 2 - p_.fsdp_prefetch;
+            if (!filler && anchor >= 0) dep(ag, compute_order[static_cast<size_t>(anchor)]);
+            dep(id, ag);
+          }
+        }
+        if (zero3 && pass.kind == grad_kind) {
+          const Bytes grads = Bytes::from_double(d(piece_params(s, c, lo, hi)) * d(p_.grad_bytes));
+          reduce_grads(s, st, grads, id, last_mb);
+        } else if (per_layer && pass.kind == grad_kind && last_mb) {
+          grad_pieces_last_mb.push_back(id);
+          grad_piece_params.push_back(piece_params(s, c, lo, hi));
+        }
+        if (first < 0) first = id;
+        prev = id;
+      }
+      const size_t i = idx(s, c, mb);
+      if (pass.kind == PassKind::kForward) {
+        f_first_[i] = first;
+        f_last_[i] = prev;
+        if (chunk_first_forward[static_cast<size_t>(c)] < 0) chunk_first_forward[static_cast<size_t>(c)] = first;
+        const bool last_virtual = s == pp_ - 1 && c == v_ - 1;
+        if (!last_virtual && pp_ > 1) {
+          const TaskId send = add_task(s, st.pp_fwd, comm_.p2p(c_.boundary_activation), TimeCategory::kPp, Parts{}, false,
+                                       "pp-send-fwd", [&] { return fmt::format("send act mb{} c{}", mb, c); });
+          dep(send, prev);
+          send_f_[i] = send;
+        }
+        if (p_.activation_offload) {
+          const Bytes a = chunk_activation(s, c);
+          const Time t = a / p_cluster_pcie();
+          const TaskId down = add_task(s, st.d2h, t, TimeCategory::kOffload, Parts{}, false, "offload-d2h",
+                                       [&] { return fmt::format("offload mb{} c{}", mb, c); });
+          dep(down, prev);
+          const TaskId up = add_task(s, st.h2d, t, TimeCategory::kOffload, Parts{}, false, "offload-h2d",
+                                     [&] { return fmt::format("reload mb{} c{}", mb, c); });
+          dep(up, down);
+          h2d_[i] = up;
+        }
+      } else if (pass.kind == PassKind::kWeight) {
+        w_last_[i] = prev;
+      } else {
+        b_first_[i] = first;
+        b_last_[i] = prev;
+        const bool first_virtual = s == 0 && c == 0;
+        if (!first_virtual && pp_ > 1) {
+          const TaskId send = add_task(s, st.pp_bwd, comm_.p2p(c_.boundary_activation), TimeCategory::kPp, Parts{}, false,
+                                       "pp-send-bwd", [&] { return fmt::format("send grad mb{} c{}", mb, c); });
+          dep(send, prev);
+          send_b_[i] = send;
+        }
+        dep(first, f_last_[i]);
+        dep(first, h2d_[i]);
+      }
+    }
+    // Data-parallel gradient reduction (ZeRO-0/1/2) in buckets, and the parameter all-gather.
+    std::vector<TaskId> dp_tasks;
+    if (!zero3 && dp_reduce_) {
+      if (p_.overlap_grad_reduce) {
+        Bytes bucket;
+        for (size_t k = 0; k < grad_pieces_last_mb.size(); ++k) {
+          bucket += Bytes::from_double(d(grad_piece_params[k]) * d(p_.grad_bytes));
+          const bool flush = bucket.count() >= p_.bucket_bytes || k + 1 == grad_pieces_last_mb.size();
+          if (flush) {
+            dp_tasks.push_back(reduce_grads(s, st, bucket, grad_pieces_last_mb[k], true));
+            bucket = Bytes(0);
+          }
+        }
+      } else {
+        int64_t params = 0;
+        for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, chunk_layers_);
+        const TaskId t = reduce_grads(s, st, Bytes::from_double(d(params) * d(p_.grad_bytes)), compute_order.back(), true);
+        for (int32_t c = 0; c < v_; ++c) dep(t, split ? w_last(s, c) : b_last_[idx(s, c, m_mb_ - 1)]);
+        dp_tasks.push_back(t);
+      }
+      if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && p_.overlap_param_gather &&
+          group_size(p_, Group::kDpShard) > 1) {
+        for (int32_t c = 0; c < v_; ++c) {
+          const Bytes bytes = Bytes::from_double(d(piece_params(s, c, 0, chunk_layers_)) * 2.0);
+          const TaskId ag = add_task(s, st.dp_gather, comm_.collective(coll::Op::kAllGather, bytes, Group::kDpShard),
+                                     TimeCategory::kDp, Parts{}, false, "dp-gather",
+                                     [&] { return fmt::format("param all-gather c{} {:.1f} MB", c, bytes.to_double() * 1e-6); });
+          dep(chunk_first_forward[static_cast<size_t>(c)], ag);
+        }
+      }
+    }
+    dp_tasks_.push_back(std::move(dp_tasks));
+  }
+
+  TaskId w_last(int32_t s, int32_t c) const { return w_last_[idx(s, c, m_mb_ - 1)]; }
+  Bandwidth p_cluster_pcie() const { return pcie_; }
+
+  void link_pipeline() {
+    for (int32_t s = 0; s < pp_; ++s) {
+      for (int32_t c = 0; c < v_; ++c) {
+        for (int32_t mb = 0; mb < m_mb_; ++mb) {
+          const size_t i = idx(s, c, mb);
+          // Forward input from the previous virtual stage.
+          if (s > 0) {
+            dep(f_first_[i], send_f_[idx(s - 1, c, mb)]);
+          } else if (c > 0) {
+            dep(f_first_[i], pp_ > 1 ? send_f_[idx(pp_ - 1, c - 1, mb)] : f_last_[idx(0, c - 1, mb)]);
+          }
+          // Output gradient from the next virtual stage.
+          if (s < pp_ - 1) {
+            dep(b_first_[i], send_b_[idx(s + 1, c, mb)]);
+          } else if (c < v_ - 1) {
+            dep(b_first_[i], pp_ > 1 ? send_b_[idx(0, c + 1, mb)] : b_last_[idx(pp_ - 1, c + 1, mb)]);
+          }
+        }
+      }
+    }
+  }
+
+  void build_tail(int32_t s) {
+    const StageStreams& st = streams_[static_cast<size_t>(s)];
+    int64_t params = 0;
+    for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, chunk_layers_);
+    const double local = d(params) / d(p_.sharding == Sharding::kNone ? 1 : p_.shard_size());
+    Time t;
+    TimeCategory category = TimeCategory::kOptimizer;
+    if (p_.optimizer_offload) {
+      t = Bytes::from_double(local * (d(p_.grad_bytes) + 2.0)) / pcie_ + Time::seconds(local / kCpuAdamParamsPerSecond);
+      category = TimeCategory::kOffload;
+    } else {
+      t = cm_.memory_bound(Bytes::from_double(local * (26.0 + d(p_.grad_bytes))));
+    }
+    Parts parts;
+    const TaskId opt = add_task(s, st.compute, t, category, parts, false, "compute", [] { return std::string("optimizer"); });
+    for (TaskId d : dp_tasks_[static_cast<size_t>(s)]) dep(opt, d);
+    // The optimizer runs after every W pass of the stage (ZB-H1).
+    for (int32_t c = 0; c < v_; ++c) {
+      for (int32_t mb = 0; mb < m_mb_; ++mb) {
+        if (p_.schedule == Schedule::kZeroBubble) dep(opt, w_last_[idx(s, c, mb)]);
+      }
+    }
+    if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && !p_.overlap_param_gather &&
+        group_size(p_, Group::kDpShard) > 1) {
+      const Bytes bytes = Bytes::from_double(d(params) * 2.0);
+      const TaskId ag = add_task(s, st.dp_gather, comm_.collective(coll::Op::kAllGather, bytes, Group::kDpShard),
+                                 TimeCategory::kDp, Parts{}, false, "dp-gather",
+                                 [&] { return fmt::format("param all-gather {:.1f} MB", bytes.to_double() * 1e-6); });
+      dep(ag, opt);
+    }
+  }
+
+  StepResult summarize(const std::vector<TaskTiming>& t) {
+    StepResult r;
+    r.tasks = g_.size();
+    for (const TaskTiming& x : t) r.step_time = std::max(r.step_time, x.end);
+    r.stage_compute.assign(static_cast<size_t>(pp_), Time::zero());
+    for (size_t i = 0; i < g_.size(); ++i) {
+      const Task& task = g_.task(static_cast<TaskId>(i));
+      if (task.stream == streams_[static_cast<size_t>(stage_of_[i])].compute) {
+        r.stage_compute[static_cast<size_t>(stage_of_[i])] += task.duration;
+      }
+    }
+    r.breakdown_stage = static_cast<int32_t>(std::max_element(r.stage_compute.begin(), r.stage_compute.end()) -
+                                             r.stage_compute.begin());
+    const int32_t bs = r.breakdown_stage;
+    std::vector<TaskId> compute;
+    Time stage_end;
+    TaskId stage_last = -1;
+    for (size_t i = 0; i < g_.size(); ++i) {
+      if (stage_of_[i] != bs) continue;
+      if (t[i].end > stage_end) {
+        stage_end = t[i].end;
+        stage_last = static_cast<TaskId>(i);
+      }
+      if (g_.task(static_cast<TaskId>(i)).stream == streams_[static_cast<size_t>(bs)].compute) {
+        compute.push_back(static_cast<TaskId>(i));
+      }
+    }
+    std::sort(compute.begin(), compute.end(), [&](TaskId a, TaskId b) {
+      return t[static_cast<size_t>(a)].start < t[static_cast<size_t>(b)].start ||
+             (t[static_cast<size_t>(a)].start == t[static_cast<size_t>(b)].start && a < b);
+    });
+    auto& br = r.breakdown;
+    auto add = [&br](TimeCategory c, Time x) { br[static_cast<size_t>(c)] += x; };
+    Time prev_end;
+    for (TaskId id : compute) {
+      const TaskTiming& x = t[static_cast<size_t>(id)];
+      const Time gap = x.start - prev_end;
+      if (gap > Time::zero()) {
+        TaskId bind = -1;
+        for (TaskId pr : preds_[static_cast<size_t>(id)]) {
+          if (bind < 0 || t[static_cast<size_t>(pr)].end > t[static_cast<size_t>(bind)].end) bind = pr;
+        }
+        const auto c = bind >= 0 ? static_cast<TimeCategory>(g_.task(bind).category) : TimeCategory::kBubble;
+        if (c == TimeCategory::kPp) {
+          const Time waiting_upstream = std::clamp(t[static_cast<size_t>(bind)].ready - prev_end, Time::zero(), gap);
+          add(TimeCategory::kBubble, waiting_upstream);
+          add(TimeCategory::kPp, gap - waiting_upstream);
+        } else if (c == TimeCategory::kDp || c == TimeCategory::kOffload) {
+          add(c, gap);
+        } else {
+          add(TimeCategory::kBubble, gap);
+        }
+      }
+      const Task& task = g_.task(id);
+      const Parts& p = parts_[static_cast<size_t>(id)];
+      if (static_cast<TimeCategory>(task.category) == TimeCategory::kCompute) {
+        add(TimeCategory::kCompute, p.compute);
+        add(TimeCategory::kRecompute, p.recompute);
+        add(TimeCategory::kTp, p.tp);
+        add(TimeCategory::kCp, p.cp);
+        add(TimeCategory::kEp, p.ep);
+      } else {
+        add(static_cast<TimeCategory>(task.category), task.duration);
+      }
+      prev_end = x.end;
+    }
+    if (stage_end > prev_end && stage_last >= 0) {
+      const auto c = static_cast<TimeCategory>(g_.task(stage_last).category);
+      add(c == TimeCategory::kCompute ? TimeCategory::kBubble : c, stage_end - prev_end);
+      prev_end = stage_end;
+    }
+    add(TimeCategory::kBubble, r.step_time - prev_end);
+    // Recompute FLOPs of the whole job: per micro-batch, per stage, times the ranks of a stage.
+    double rec = 0.0;
+    for (int32_t s = 0; s < pp_; ++s) {
+      for (int32_t c = 0; c < v_; ++c) {
+        for (int64_t i = 0; i < chunk_layers_; ++i) {
+          const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
+          if (full_recompute(s, c, i)) {
+            rec += l.fwd_flops.count();
+          } else if (p_.recompute == Recompute::kSelective) {
+            rec += l.attn_core_fwd_flops.count();
+          }
+        }
+      }
+    }
+    r.recompute_flops = Flops(rec * d(m_mb_) * d(p_.tp * p_.cp * p_.dp));
+    if (!o_.trace_stages.empty()) {
+      for (size_t i = 0; i < g_.size(); ++i) {
+        if (traced_[static_cast<size_t>(stage_of_[i])] == 0) continue;
+        r.trace.push_back(TraceEvent{stage_of_[i], trace_streams_[i], trace_names_[i], t[i].start, t[i].end});
+      }
+    }
+    return r;
+  }
+
+  const model::ModelSpec& m_;
+  const Plan& p_;
+  const ModelCosts& c_;
+  const compute::ComputeModel& cm_;
+  const CommModel& comm_;
+  const StepOptions& o_;
+  int32_t m_mb_ = 0, v_ = 1, pp_ = 1;
+  int64_t chunk_layers_ = 0;
+  bool dp_reduce_ = false;
+  TaskGraph g_;
+  std::vector<StageStreams> streams_;
+  std::vector<Parts> parts_;
+  std::vector<int32_t> stage_of_;
+  std::vector<std::vector<TaskId>> preds_;
+  std::vector<std::string> trace_names_;
+  std::vector<std::string> trace_streams_;
+  std::vector<uint8_t> traced_;
+  std::vector<TaskId> f_first_, f_last_, b_first_, b_last_, w_last_, send_f_, send_b_, h2d_;
+  Bandwidth pcie_;
+  std::vector<std::vector<TaskId>> dp_tasks_;
+};
+
+}  // namespace
+
+StepResult simulate_step(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
+                         const compute::ComputeModel& compute, const CommModel& comm, const StepOptions& options) {
+  Builder b(model, plan, costs, compute, comm, options);
+  return b.run();
+}
+
+}  // namespace orrery::train

@@ -1,0 +1,97 @@
+// Step-time simulation of a training plan: every pipeline stage's program (compute stream with the
+// schedule's forward/backward/weight passes; communication streams for pipeline sends, data-parallel
+// gradient reduction and parameter gathering, activation offload copies) is built as one task graph
+// (train/task_graph.h) and executed in the event engine, so overlap and bubbles come out of the run.
+//
+// Model card
+//   Symmetry: data-parallel replicas and tensor/context-parallel ranks of a stage run the same program,
+//     so one rank per pipeline stage is simulated (p ranks, whatever the GPU count); collectives of a
+//     group are costed for the group's placement on the cluster (train/comm_model.h). The per-rank
+//     hook StepOptions::stage_slowdown makes one stage slower (a straggler), which then sets the pace.
+//   Passes: a forward of micro-batch i on a chunk runs its layers' compute and the layers' exposed
+//     TP/CP/EP collectives in sequence (train/layer_costs.h); a backward adds the recomputation; the
+//     first stage adds the embedding, the last the LM head and loss. Pipeline sends (b s h / tp bytes,
+//     Megatron's scatter-gather) go on per-direction streams; the receiver's pass waits for them.
+//   Data parallelism: ZeRO-0/1/2 reduce gradients in buckets of Plan::bucket_bytes during the last
+//     micro-batch's backward (all-reduce; reduce-scatter when sharded), overlapped when
+//     overlap_grad_reduce; ZeRO-1/2 all-gather the updated bf16 parameters at the start of the next step
+//     (overlapped with the first forward when overlap_param_gather, else exposed after the optimizer).
+//     ZeRO-3/FSDP all-gathers each layer before its forward and again before its backward (prefetched
+//     fsdp_prefetch layers ahead) and reduce-scatters its gradient after every micro-batch's backward;
+//     HSDP adds an all-reduce across shard replicas. Sparse gradient sync replaces the dense reduction by
+//     an all-gather of density x gradient values plus 4-byte indices (sparse) or a balanced point-to-
+//     point exchange of the same volume in 2(n-1)/n rounds (Zen, OSDI 2025: hash-balanced partitions).
+//   Optimizer: Adam reads master, moments and gradient and writes master, moments and the bf16 copy:
+//     (26 + grad_bytes) bytes per local parameter, memory-bound on the GPU. Offloaded: gradients down
+//     and parameters up over PCIe plus the CPU step at kCpuAdamParamsPerSecond (an assumption).
+//   Activation offload: each forward's saved activations are copied to the host over PCIe on a copy
+//     stream and back before the backward; a backward that waits for its copy is an offload stall.
+//   Breakdown (one stage, the busiest): compute, recompute, exposed TP/CP/EP (they sit inside the
+//     passes), and the compute stream's idle time, charged to what it waited for: the pipeline (bubble
+//     while the upstream pass runs, PP comm while the transfer runs), DP collectives, offload copies;
+//     the time after the stage's last task until the step ends is bubble. The categories sum to the
+//     step time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compute/compute_model.h"
+#include "model/model_spec.h"
+#include "train/comm_model.h"
+#include "train/layer_costs.h"
+#include "train/plan.h"
+
+namespace orrery::train {
+
+enum class TimeCategory : uint16_t {
+  kCompute,
+  kRecompute,
+  kTp,
+  kCp,
+  kEp,
+  kPp,
+  kDp,
+  kBubble,
+  kOffload,
+  kOptimizer,
+  kCount
+};
+inline constexpr size_t kNumTimeCategories = static_cast<size_t>(TimeCategory::kCount);
+std::string_view time_category_name(TimeCategory c);  // "compute", "recompute", "tp", ... "optimizer"
+
+// CPU Adam throughput per GPU's share of the host (optimizer offload). An assumption: DeepSpeed's
+// CPU-Adam reports about 1e9 parameters/s per socket-share (Ren et al. 2021, ZeRO-Offload, Sec. 5).
+inline constexpr double kCpuAdamParamsPerSecond = 1e9;
+
+struct TraceEvent {
+  int32_t stage = 0;
+  std::string stream;  // "compute", "pp-send-fwd", "pp-send-bwd", "dp", "dp-gather", "offload-d2h", ...
+  std::string name;    // "F mb3 c0", "B mb3 c0 l2", "reduce-scatter 40 MB", ...
+  Time start;
+  Time end;
+};
+
+struct StepOptions {
+  std::vector<double> stage_slowdown;  // per stage, >= 1 multiplies its compute; empty: all 1
+  std::vector<int32_t> trace_stages;   // stages whose tasks go into StepResult::trace
+};
+
+struct StepResult {
+  Time step_time;
+  std::array<Time, kNumTimeCategories> breakdown{};  // of breakdown_stage; sums to step_time
+  int32_t breakdown_stage = 0;
+  std::vector<Time> stage_compute;  // busy compute-stream time per stage
+  Flops model_flops;                // per step, whole job, matmul, causal attention as computed
+  Flops recompute_flops;            // per step, whole job
+  size_t tasks = 0;
+  std::vector<TraceEvent> trace;
+};
+
+// REQUIRES: a valid plan; costs from model_costs() for the same plan and models.
+StepResult simulate_step(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
+                         const compute::ComputeModel& compute, const CommModel& comm, const StepOptions& options = {});
+
+}  // namespace orrery::train

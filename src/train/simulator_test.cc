@@ -1,0 +1,214 @@
+#include "train/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include "train/test_support.h"
+
+#include "train/schedule.h"
+#include "train/task_graph.h"
+
+namespace orrery::train {
+namespace {
+
+using testing::test_gpu;
+
+// Every collective takes `coll`, every pipeline transfer `p2p`.
+class FixedComm final : public CommModel {
+ public:
+  FixedComm(Time coll, Time p2p) : coll_(coll), p2p_(p2p) {}
+  Time collective(coll::Op, Bytes, Group) const override { return coll_; }
+  Time p2p(Bytes) const override { return p2p_; }
+
+ private:
+  Time coll_, p2p_;
+};
+
+// Synthetic costs: every layer's forward tf, input-gradient tb, weight-gradient tw; no parameters
+// (the optimizer then costs one kernel launch), no embedding or head work.
+ModelCosts synthetic(int64_t layers, Time tf, Time tb, Time tw, int64_t params = 0) {
+  ModelCosts c;
+  c.layer.resize(static_cast<size_t>(layers));
+  for (LayerCost& l : c.layer) {
+    l.fwd = tf;
+    l.bwd_input = tb;
+    l.bwd_weight = tw;
+    l.recompute_full = tf;
+    l.params = params;
+  }
+  return c;
+}
+
+struct Fixture {
+  model::ModelSpec model = model::ModelSpec::llama({16, 1024, 8, 8, 4096, 32000, 1024});
+  hw::GpuSpec gpu = test_gpu();
+  compute::ComputeModel cm{gpu};
+  Time opt() const { return cm.memory_bound(Bytes(0)); }  // the optimizer of a rank with no parameters
+};
+
+Time ms(double v) { return Time::seconds(v * 1e-3); }
+
+TEST(TaskGraph, OrderedStreamRunsInProgramOrderAndFifoInReadyOrder) {
+  TaskGraph g;
+  const StreamId a = g.add_stream(true);
+  const StreamId b = g.add_stream(false);
+  const TaskId x = g.add({a, Time::ms(2)});
+  const TaskId y = g.add({a, Time::ms(1)});
+  const TaskId s = g.add({b, Time::ms(5)});
+  g.depend(y, s);  // y waits for s although x finished earlier
+  const auto t = g.run();
+  EXPECT_EQ(t[static_cast<size_t>(x)].end, Time::ms(2));
+  EXPECT_EQ(t[static_cast<size_t>(y)].start, Time::ms(5));
+  EXPECT_EQ(t[static_cast<size_t>(y)].end, Time::ms(6));
+}
+
+TEST(TaskGraph, FillerRunsWhileTheNextTaskWaits) {
+  TaskGraph g;
+  const StreamId a = g.add_stream(true);
+  const StreamId b = g.add_stream(false);
+  const TaskId wait = g.add({b, Time::ms(3)});
+  const TaskId head = g.add({a, Time::ms(1)});
+  Task f{a, Time::ms(2)};
+  f.filler = true;
+  const TaskId fill = g.add(f);
+  g.depend(head, wait);
+  const auto t = g.run();
+  EXPECT_EQ(t[static_cast<size_t>(fill)].start, Time::zero());
+  EXPECT_EQ(t[static_cast<size_t>(head)].start, Time::ms(3));
+}
+
+// Zero communication, equal stages: GPipe and 1F1B take (m + p - 1)(tf + tb) (bubble (p-1)/m of the
+// ideal m (tf + tb)), plus the optimizer kernel.
+TEST(Simulator, GpipeAnd1F1BBubbleIsPMinusOneOverM) {
+  Fixture f;
+  const int64_t p = 4, m = 8;
+  // Per stage (4 layers): tf = 4 ms, tb = 8 ms (input 4 + weight 4).
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  const FixedComm comm(Time::zero(), Time::zero());
+  for (Schedule s : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+    Plan plan;
+    plan.pp = p;
+    plan.gbs = m;
+    plan.schedule = s;
+    const StepResult r = simulate_step(f.model, plan, c, f.cm, comm);
+    const Time ideal = ms(12) * m;
+    EXPECT_EQ(r.step_time, ideal + ms(12) * (p - 1) + f.opt()) << schedule_name(s);
+    EXPECT_NEAR((r.step_time - f.opt()) / ideal - 1.0, (p - 1.0) / m, 1e-9);
+  }
+}
+
+// Interleaved with v chunks: bubble (p - 1)(tf + tb)/v, a fraction (p-1)/(v m).
+TEST(Simulator, InterleavedBubbleShrinksByV) {
+  Fixture f;
+  const int64_t p = 4, m = 8, v = 2;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  const FixedComm comm(Time::zero(), Time::zero());
+  Plan plan;
+  plan.pp = p;
+  plan.vp = v;
+  plan.gbs = m;
+  plan.schedule = Schedule::kInterleaved;
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, comm);
+  const Time ideal = ms(12) * m;
+  EXPECT_EQ(r.step_time, ideal + ms(6) * (p - 1) + f.opt());
+}
+
+// ZB-H1 (Qi et al. 2024, Sec. 2): bubble (p - 1)(T_F + T_B - T_W); with T_F = T_B = T_W = T that is
+// (p - 1) T, a third of 1F1B's (p - 1) 3T.
+TEST(Simulator, ZeroBubbleH1BubbleIsPMinusOneTimesFPlusBMinusW) {
+  Fixture f;
+  const int64_t p = 4, m = 8;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  const FixedComm comm(Time::zero(), Time::zero());
+  Plan plan;
+  plan.pp = p;
+  plan.gbs = m;
+  plan.schedule = Schedule::kZeroBubble;
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, comm);
+  EXPECT_EQ(r.step_time, ms(12) * m + ms(4) * (p - 1) + f.opt());
+}
+
+// Without overlap the DP all-reduce is exposed once after the last backward: m (tf + tb) + T_dp.
+// With overlap, the buckets of all layers but the last one finished hide behind the backward.
+TEST(Simulator, DataParallelReductionIsExposedOnlyWithoutOverlap) {
+  Fixture f;
+  const int64_t m = 4;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1'000'000);
+  const FixedComm comm(ms(5), Time::zero());
+  Plan plan;
+  plan.dp = 2;
+  plan.gbs = 2 * m;
+  plan.overlap_grad_reduce = false;
+  plan.bucket_bytes = 1;  // one bucket per layer with overlap
+  const Time opt = f.cm.memory_bound(Bytes::from_double(16 * 1e6 * 30.0));
+  const StepResult exposed = simulate_step(f.model, plan, c, f.cm, comm);
+  EXPECT_EQ(exposed.step_time, ms(48) * m + ms(5) + opt);
+  EXPECT_EQ(exposed.breakdown[static_cast<size_t>(TimeCategory::kDp)], ms(5));
+  plan.overlap_grad_reduce = true;
+  const StepResult hidden = simulate_step(f.model, plan, c, f.cm, comm);
+  // 1F1B on one stage: F0 B0 F1 B1 ...; the last backward starts at 3 x 48 + 16 ms. 16 layer buckets of
+  // 5 ms queue on the DP stream; the first starts after the first layer's backward (2 ms): they end
+  // 2 + 16 x 5 = 82 ms into it, after its 32 ms, so the optimizer waits for them.
+  EXPECT_EQ(hidden.step_time, ms(48) * (m - 1) + ms(16) + ms(2) + ms(5) * 16 + opt);
+}
+
+TEST(Simulator, BreakdownSumsToStepTimeAndIsDeterministic) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1000);
+  const FixedComm comm(ms(1), ms(0.5));
+  Plan plan;
+  plan.pp = 4;
+  plan.dp = 2;
+  plan.gbs = 16;
+  plan.sharding = Sharding::kZero1;
+  StepOptions o;
+  o.trace_stages = {0, 3};
+  const StepResult a = simulate_step(f.model, plan, c, f.cm, comm, o);
+  const StepResult b = simulate_step(f.model, plan, c, f.cm, comm, o);
+  EXPECT_EQ(a.step_time, b.step_time);
+  Time sum;
+  for (Time t : a.breakdown) sum += t;
+  EXPECT_EQ(sum, a.step_time);
+  EXPECT_GT(a.breakdown[static_cast<size_t>(TimeCategory::kPp)], Time::zero());
+  ASSERT_FALSE(a.trace.empty());
+  for (const TraceEvent& e : a.trace) EXPECT_TRUE(e.stage == 0 || e.stage == 3);
+}
+
+// A straggler stage twice as slow sets the pace: the steady state runs at its rate, so with m = 8 and
+// p = 2 the step is at least m x its (tf + tb).
+TEST(Simulator, SlowStageSetsThePace) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  const FixedComm comm(Time::zero(), Time::zero());
+  Plan plan;
+  plan.pp = 2;
+  plan.gbs = 8;
+  StepOptions o;
+  o.stage_slowdown = {1.0, 2.0};
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, comm, o);
+  // Stage 1: 8 layers, tf + tb = 24 ms, doubled: 48 ms per micro-batch; plus stage 0's first forward
+  // (8 ms) before it and stage 0's last backward (16 ms) after it.
+  EXPECT_EQ(r.step_time, ms(48) * 8 + ms(8) + ms(16) + f.opt());
+}
+
+TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
+  Plan p;
+  p.pp = 4;
+  p.gbs = 8;
+  const auto o = pipeline_order(p, 0);
+  ASSERT_EQ(o.size(), 16u);
+  // Stage 0: 3 warm-up forwards, then F3 B0.
+  EXPECT_EQ(o[3].kind, PassKind::kForward);
+  EXPECT_EQ(o[3].microbatch, 3);
+  EXPECT_EQ(o[4].kind, PassKind::kBackward);
+  EXPECT_EQ(o[4].microbatch, 0);
+  p.schedule = Schedule::kInterleaved;
+  p.vp = 2;
+  const auto q = pipeline_order(p, 0);
+  ASSERT_EQ(q.size(), 32u);
+  // Megatron: virtual micro-batch 4 on stage 0 is micro-batch 0 of chunk 1.
+  EXPECT_EQ(q[4].chunk, 1);
+  EXPECT_EQ(q[4].microbatch, 0);
+}
+
+}  // namespace
+}  // namespace orrery::train

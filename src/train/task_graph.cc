@@ -1,0 +1,120 @@
+#include "train/task_graph.h"
+
+#include <stdexcept>
+
+#include "core/assert.h"
+#include "des/engine.h"
+
+namespace orrery::train {
+
+StreamId TaskGraph::add_stream(bool ordered) {
+  streams_.push_back(StreamInfo{ordered, {}});
+  return static_cast<StreamId>(streams_.size() - 1);
+}
+
+TaskId TaskGraph::add(const Task& task) {
+  ORRERY_CHECK(task.stream >= 0 && static_cast<size_t>(task.stream) < streams_.size());
+  ORRERY_CHECK(task.duration >= Time::zero());
+  const auto id = static_cast<TaskId>(tasks_.size());
+  tasks_.push_back(task);
+  successors_.emplace_back();
+  num_deps_.push_back(0);
+  StreamInfo& s = streams_[static_cast<size_t>(task.stream)];
+  if (s.ordered && !task.filler) s.order.push_back(id);
+  return id;
+}
+
+void TaskGraph::depend(TaskId task, TaskId after) {
+  ORRERY_CHECK(task != after && task >= 0 && after >= 0 && static_cast<size_t>(task) < tasks_.size() &&
+               static_cast<size_t>(after) < tasks_.size());
+  successors_[static_cast<size_t>(after)].push_back(task);
+  ++num_deps_[static_cast<size_t>(task)];
+}
+
+// The mutable state of one execution.
+class TaskGraphRun final : public des::EventHandler {
+ public:
+  explicit TaskGraphRun(const TaskGraph& g)
+      : g_(g), deps_(g.num_deps_), timing_(g.tasks_.size()), streams_(g.streams_.size()), ready_flag_(g.tasks_.size(), 0) {}
+
+  std::vector<TaskTiming> run() {
+    for (size_t i = 0; i < g_.tasks_.size(); ++i) {
+      if (deps_[i] == 0) make_ready(static_cast<TaskId>(i));
+    }
+    for (size_t s = 0; s < streams_.size(); ++s) try_start(static_cast<StreamId>(s));
+    engine_.run();
+    if (finished_ != g_.tasks_.size()) throw std::logic_error("task graph has a dependency cycle");
+    return std::move(timing_);
+  }
+
+  void on_event(des::Engine& engine, uint64_t tag) override {
+    const auto id = static_cast<TaskId>(tag);
+    const Task& t = g_.tasks_[static_cast<size_t>(id)];
+    timing_[static_cast<size_t>(id)].end = engine.now();
+    ++finished_;
+    streams_[static_cast<size_t>(t.stream)].busy = false;
+    for (TaskId s : g_.successors_[static_cast<size_t>(id)]) {
+      if (--deps_[static_cast<size_t>(s)] == 0) {
+        make_ready(s);
+        try_start(g_.tasks_[static_cast<size_t>(s)].stream);
+      }
+    }
+    try_start(t.stream);
+  }
+
+ private:
+  struct StreamState {
+    bool busy = false;
+    size_t pos = 0;                // ordered: next program-order task
+    std::vector<TaskId> queue;     // FIFO: ready tasks; ordered: ready fillers
+    size_t head = 0;
+  };
+
+  void make_ready(TaskId id) {
+    timing_[static_cast<size_t>(id)].ready = engine_.now();
+    ready_flag_[static_cast<size_t>(id)] = 1;
+    const Task& t = g_.tasks_[static_cast<size_t>(id)];
+    StreamState& s = streams_[static_cast<size_t>(t.stream)];
+    if (!g_.streams_[static_cast<size_t>(t.stream)].ordered || t.filler) s.queue.push_back(id);
+  }
+
+  void start(StreamState& s, TaskId id) {
+    s.busy = true;
+    timing_[static_cast<size_t>(id)].start = engine_.now();
+    engine_.schedule_after(g_.tasks_[static_cast<size_t>(id)].duration, this, static_cast<uint64_t>(id));
+  }
+
+  void try_start(StreamId sid) {
+    StreamState& s = streams_[static_cast<size_t>(sid)];
+    if (s.busy) return;
+    const auto& info = g_.streams_[static_cast<size_t>(sid)];
+    if (info.ordered && s.pos < info.order.size()) {
+      const TaskId head = info.order[s.pos];
+      if (ready_flag_[static_cast<size_t>(head)] != 0) {
+        ++s.pos;
+        start(s, head);
+        return;
+      }
+    }
+    // FIFO streams; ordered streams whose next task is not ready (or that are done): a ready filler.
+    if (s.head < s.queue.size()) {
+      const TaskId id = s.queue[s.head++];
+      start(s, id);
+    }
+  }
+
+  const TaskGraph& g_;
+  des::Engine engine_;
+  std::vector<int32_t> deps_;
+  std::vector<TaskTiming> timing_;
+  std::vector<StreamState> streams_;
+  std::vector<uint8_t> ready_flag_;
+  size_t finished_ = 0;
+};
+
+std::vector<TaskTiming> TaskGraph::run() const {
+  TaskGraphRun r(*this);
+  return r.run();
+}
+
+}  // namespace orrery::train

@@ -1,0 +1,72 @@
+// A rank program as a task graph executed in the event engine: tasks (compute kernels, collectives,
+// transfers) of known duration on streams, with dependencies between them.
+//
+// Model card
+//   What: each stream runs one task at a time, as a CUDA stream does. An ordered stream (a compute
+//     stream) runs its tasks in program order: the next one starts when it is ready (every dependency
+//     done) and the stream is free; filler tasks (zero-bubble weight-gradient passes) may run out of
+//     order, whenever the next ordered task is not ready, and the remaining ones run at the end. A FIFO
+//     stream (a communication stream) runs its tasks in the order they become ready. A task's
+//     duration is fixed when the graph is built (from the compute and communication models), so
+//     overlap, waiting and pipeline bubbles come out of the execution.
+//   Determinism: ready tasks are queued in (ready time, task id) order through the engine's total
+//     event order; the run is a pure function of the graph.
+//   Cost: O(tasks + dependencies) events, each O(log n) in the engine's queue; no allocation per event.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/units.h"
+
+namespace orrery::train {
+
+using TaskId = int32_t;
+using StreamId = int32_t;
+
+struct Task {
+  StreamId stream = 0;
+  Time duration;
+  bool filler = false;     // ordered streams only: may run out of order to fill idle time
+  uint16_t category = 0;   // caller's label (what kind of work), carried to the result
+  int32_t label = 0;       // caller's payload (micro-batch, chunk, ...)
+};
+
+struct TaskTiming {
+  Time ready;  // all dependencies done
+  Time start;
+  Time end;
+};
+
+class TaskGraph {
+ public:
+  // Streams are created in order; ordered = program-order compute stream.
+  StreamId add_stream(bool ordered);
+  // Appends a task to its stream (program order for ordered streams). REQUIRES: the stream exists.
+  TaskId add(const Task& task);
+  // `after` must finish before `task` starts. REQUIRES: both exist, after != task.
+  void depend(TaskId task, TaskId after);
+
+  size_t size() const { return tasks_.size(); }
+  const Task& task(TaskId id) const { return tasks_[static_cast<size_t>(id)]; }
+  const std::vector<TaskId>& successors(TaskId id) const { return successors_[static_cast<size_t>(id)]; }
+  size_t num_streams() const { return streams_.size(); }
+
+  // Executes the graph from time zero. Returns one timing per task. Throws std::logic_error when a
+  // dependency cycle leaves tasks unfinished (a bug in the graph builder).
+  std::vector<TaskTiming> run() const;
+
+ private:
+  friend class TaskGraphRun;
+  struct StreamInfo {
+    bool ordered = false;
+    std::vector<TaskId> order;  // ordered streams: program order
+  };
+  std::vector<Task> tasks_;
+  std::vector<StreamInfo> streams_;
+  std::vector<std::vector<TaskId>> successors_;
+  std::vector<int32_t> num_deps_;
+};
+
+}  // namespace orrery::train

@@ -1,0 +1,22 @@
+// Shared fixtures of the train/ unit tests.
+#pragma once
+
+#include "hw/hw_catalog.h"
+
+namespace orrery::train::testing {
+
+// An A100-like GPU (datasheet figures of catalog/gpus.yaml a100-sxm-80gb, 80 GiB), without fp8.
+inline hw::GpuSpec test_gpu() {
+  hw::GpuSpec g;
+  g.name = "test-gpu";
+  g.architecture = "ampere";
+  g.memory = Bytes::GiB(80);
+  g.memory_bandwidth = Bandwidth(2e12);
+  g.peak_flops[static_cast<size_t>(hw::DType::kBf16)] = FlopRate(312e12);
+  g.peak_flops[static_cast<size_t>(hw::DType::kFp16)] = FlopRate(312e12);
+  g.scaleup = hw::ScaleupLink{"NVLink 3", 12, Bandwidth(300e9)};
+  g.pcie = hw::PcieLink{4, 16, Bandwidth(32e9)};
+  return g;
+}
+
+}  // namespace orrery::train::testing

@@ -1,0 +1,85 @@
+# Scenario checks of `orrery plan train` (docs/planner.md): tables, --json keys and orderings,
+# determinism across thread counts, the candidates CSV, exit 1 when nothing is feasible, bad input.
+. "$(dirname "$0")/cli_lib.sh"
+
+small=(plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --top 3 --quiet)
+expect top 0 "top 3 plans by tokens/s per GPU" -- "${small[@]}"
+expect pareto 0 "Pareto front" -- "${small[@]}"
+expect counts 0 "plans: [0-9]+ enumerated, [0-9]+ invalid" -- "${small[@]}"
+expect group-help 0 "train" -- plan --help
+expect missing-subcommand 2 "valid subcommands: train" -- plan
+
+# --json: documented keys; top sorted by throughput; the front rises in memory and in throughput.
+if "$bin" --json "${small[@]}" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for k in ["command", "model", "gpu", "gpus", "budget_bytes", "feasible", "counts", "top", "pareto", "infeasible"]:
+    assert k in d, k
+c = d["counts"]
+assert c["enumerated"] == c["invalid"] + c["over_budget"] + c["fits"] + c["errors"] and c["errors"] == 0
+assert c["fits"] == c["simulated"] + c["pruned"]
+assert d["feasible"] and len(d["top"]) == 3
+t = [p["tokens_per_s_per_gpu"] for p in d["top"]]
+assert t == sorted(t, reverse=True)
+for p in d["top"]:
+    for k in ["step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu", "peak_memory_bytes", "memory", "time", "plan"]:
+        assert k in p, k
+    assert p["peak_memory_bytes"] <= d["budget_bytes"]
+    assert abs(sum(p["time"].values()) - p["step_time_s"]) < 1e-6 * p["step_time_s"]
+f = d["pareto"]
+assert all(a["peak_memory_bytes"] <= b["peak_memory_bytes"] and a["tokens_per_s_per_gpu"] < b["tokens_per_s_per_gpu"] for a, b in zip(f, f[1:]))
+assert f[-1]["tokens_per_s_per_gpu"] == d["top"][0]["tokens_per_s_per_gpu"]
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL json keys and orderings"; fail=$((fail+1)); fi
+
+# Byte-identical output for any thread count.
+if [ "$("$bin" --json "${small[@]}" --threads 1)" = "$("$bin" --json "${small[@]}" --threads 2)" ]; then
+  pass=$((pass+1)); else echo "FAIL deterministic across threads"; fail=$((fail+1)); fi
+if [ "$("$bin" "${small[@]}" --threads 1)" = "$("$bin" "${small[@]}" --threads 3)" ]; then
+  pass=$((pass+1)); else echo "FAIL deterministic table across threads"; fail=$((fail+1)); fi
+
+# Every candidate in the CSV, one row each after the header.
+expect csv 0 "" -- "${small[@]}" --candidates-csv "$tmp/cands.csv"
+if python3 -c '
+import csv, json, subprocess, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+d = json.loads(subprocess.run(sys.argv[2:], capture_output=True, text=True).stdout)
+assert len(rows) == d["counts"]["enumerated"]
+assert sum(r["status"] == "simulated" for r in rows) == d["counts"]["simulated"]
+assert sum(r["status"] == "invalid" for r in rows) == d["counts"]["invalid"]
+' "$tmp/cands.csv" "$bin" --json "${small[@]}" 2>/dev/null; then pass=$((pass+1)); else echo "FAIL candidates csv"; fail=$((fail+1)); fi
+
+# Nothing feasible: exit 1 (a negative outcome, not bad input) with the reasons and their counts.
+expect no-fit 1 "no feasible plan" -- "${small[@]}" --budget-gib 0.25
+expect no-fit-reason 1 "memory +[0-9]+ +peak" -- "${small[@]}" --budget-gib 0.25
+expect no-divide 1 "gbs +[0-9]+ +dp\*mbs" -- plan train --model gpt2 --gpu h100-sxm --gpus 7 --seq 1024 --gbs 32 --quiet
+if "$bin" --json "${small[@]}" --budget-gib 0.25 | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert not d["feasible"] and d["top"] == [] and d["infeasible"]["reasons"][0]["key"] == "memory"
+assert len(d["infeasible"]["closest_over_budget"]) == 3
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL no-fit json"; fail=$((fail+1)); fi
+
+# Bad input: one line, exit 2, naming the flag and what was expected.
+expect unknown-model 2 "did you mean 'llama3-70b'" -- plan train --model llama3-70 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32
+one_line_error unknown-model-one-line plan train --model llama3-70 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32
+expect unknown-gpu 2 "did you mean 'h100-sxm'" -- plan train --model gpt2 --gpu h100-sxm5 --gpus 8 --seq 1024 --gbs 32
+expect gpus-zero 2 "--gpus: expected a positive GPU count up to 16777216, found 0" -- "${small[@]}" --gpus 0
+expect gpus-huge 2 "--gpus: expected a positive GPU count" -- "${small[@]}" --gpus 1099511627776
+expect seq-zero 2 "--seq: expected a positive sequence length" -- "${small[@]}" --seq 0
+expect gpus-negative 2 "--gpus" -- "${small[@]}" --gpus -8
+expect gpus-text 2 "--gpus" -- "${small[@]}" --gpus eight
+one_line_error gpus-text-one-line "${small[@]}" --gpus eight
+expect budget-zero 2 "--budget-gib: expected a budget in \(0, 79.65\] GiB" -- "${small[@]}" --budget-gib 0
+expect budget-too-big 2 "--budget-gib: expected a budget in \(0, 79.65\] GiB" -- "${small[@]}" --budget-gib 100
+one_line_error budget-one-line "${small[@]}" --budget-gib 100
+expect missing-gbs 2 "--gbs" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024
+expect bad-schedule 2 "unknown pipeline schedule 'interleave'.*interleaved" -- "${small[@]}" --schedules 1f1b,interleave
+expect bad-sharding 2 "unknown data-parallel sharding" -- "${small[@]}" --shardings zero4
+expect bad-recompute 2 "unknown recompute mode" -- "${small[@]}" --recomputes ful
+expect bad-sp 2 "--sp: expected both, yes or no" -- "${small[@]}" --sp maybe
+expect bad-precision 2 "has no dense fp8 peak" -- plan train --model gpt2 --gpu a100-sxm-80gb --gpus 8 --seq 1024 --gbs 32 --precision fp8
+expect bad-max 2 "--max-tp: expected 0 \(no limit\) or a positive integer" -- "${small[@]}" --max-tp -1
+expect bad-top 2 "--top: expected at least 1" -- "${small[@]}" --top 0
+expect node-gpu-mismatch 2 "--node: node 'dgx-a100' holds a100-sxm-80gb GPUs" -- "${small[@]}" --node dgx-a100
+
+finish plan

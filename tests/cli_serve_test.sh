@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# `orrery serve`: default run, --json, per-request CSV, Chrome trace, determinism, every scheduler and
+# execution-time model, and the bad-input rules of issue 5 (exit 2, one line, naming the flag/file:line).
+source "$(dirname "$0")/cli_lib.sh"
+
+wl="prompt=256,output=32"
+expect serve-help 0 "--scheduler" -- serve --help
+expect serve-default 0 "successful requests" -- serve --requests 300
+expect serve-list 0 "nested-wait" -- serve list
+for s in static orca vllm sarathi sjf wait nested-wait; do
+  expect "scheduler-$s" 0 "successful requests +200" -- serve --scheduler "$s" --workload "$wl" --rate 4 --requests 200
+done
+for m in roofline linear piecewise; do
+  expect "exec-$m" 0 "successful requests +100" -- serve --exec-model "$m" --workload "$wl" --rate 4 --requests 100
+done
+expect swap 0 "preemptions" -- serve --preemption swap --workload "$wl" --rate 4 --requests 100 --kv-tokens 2000
+expect tp2 0 "TP 2" -- serve --tp 2 --workload "$wl" --rate 4 --requests 50
+expect fluid 0 "largest stable rate" -- serve fluid --workload "prompt=512,output=20" --rate 10
+
+# --json parses and carries the vLLM metric names.
+if "$bin" serve --workload "$wl" --rate 4 --requests 100 --json | python3 -c '
+import json,sys; d=json.load(sys.stdin); r=d["result"]
+assert d["command"]=="serve" and r["completed"]==100
+for k in ["request_throughput","output_throughput","goodput","preemptions","kv_utilization_mean"]: assert k in r, k
+for k in ["ttft_ms","tpot_ms","itl_ms","e2el_ms"]: assert r[k]["p99"]>=r[k]["p50"]>0, k' 2>/dev/null; then
+  pass=$((pass+1)); else echo "FAIL serve-json"; fail=$((fail+1)); fi
+
+# Per-request CSV and trace; same seed -> byte-identical files.
+"$bin" serve --workload "$wl" --rate 4 --requests 100 --requests-csv "$tmp/a.csv" --trace-out "$tmp/a.json" -q >/dev/null
+"$bin" serve --workload "$wl" --rate 4 --requests 100 --requests-csv "$tmp/b.csv" --trace-out "$tmp/b.json" -q >/dev/null
+if [ "$(wc -l < "$tmp/a.csv")" -eq 101 ] && head -1 "$tmp/a.csv" | grep -q "ttft_s" && cmp -s "$tmp/a.csv" "$tmp/b.csv" \
+   && python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert any(e["ph"]=="X" for e in d["traceEvents"])' "$tmp/a.json" \
+   && cmp -s "$tmp/a.json" "$tmp/b.json"; then
+  pass=$((pass+1)); else echo "FAIL csv-trace-deterministic"; fail=$((fail+1)); fi
+
+# A generic-CSV trace replays; --rate rescales it.
+printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,200,20\n1.0,300,5\n' > "$tmp/t.csv"
+expect trace 0 "successful requests +3" -- serve --trace "$tmp/t.csv"
+expect trace-rate 0 "successful requests +3" -- serve --trace "$tmp/t.csv" --rate 10
+
+# ---- bad input: exit 2, one line ----
+printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.5,abc,20\n1.0,300,5\n' > "$tmp/bad.csv"
+expect bad-line 2 "bad.csv:3" -- serve --trace "$tmp/bad.csv"
+one_line_error bad-line-one-line serve --trace "$tmp/bad.csv"
+expect skip-bad-lines 0 "skipped trace lines +1" -- serve --trace "$tmp/bad.csv" --skip-bad-lines
+expect zero-rate 2 "--rate: must be > 0" -- serve --workload "$wl" --rate 0
+expect negative-rate 2 "--rate: must be > 0" -- serve --workload "$wl" --rate -3
+one_line_error zero-rate-one-line serve --workload "$wl" --rate 0
+expect no-fit 2 "does not fit" -- serve --model llama2-70b --gpu a100-sxm-80gb
+one_line_error no-fit-one-line serve --model llama2-70b --gpu a100-sxm-80gb
+expect unknown-model 2 "did you mean" -- serve --model llama2-7 
+expect unknown-gpu 2 "did you mean" -- serve --gpu a100-sxm-80g
+expect unknown-scheduler 2 "did you mean 'vllm'" -- serve --scheduler vllmm --requests 10
+expect unknown-exec 2 "did you mean 'roofline'" -- serve --exec-model rooflin --requests 10
+expect bad-workload 2 "did you mean 'prompt'" -- serve --workload "promt=5,output=5" --rate 1
+expect bad-tp 2 "tp" -- serve --tp 3
+expect missing-trace 2 "nope.csv" -- serve --trace "$tmp/nope.csv"
+expect profile-missing 2 "--profile" -- serve --exec-model vidur-profile --requests 10
+# Too-long requests: rejected, reported and counted (default), or exit 2 with --fail-on-reject.
+printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,4000,500\n' > "$tmp/long.csv"
+expect long-rejected 0 "rejected \(context / KV\) +1 / 0" -- serve --trace "$tmp/long.csv"
+expect long-note 0 "1 requests rejected" -- serve --trace "$tmp/long.csv"
+expect long-fail 2 "request 1 \(prompt 4000 \+ output 500 tokens\) exceeds the model context" -- serve --trace "$tmp/long.csv" --fail-on-reject
+one_line_error long-fail-one-line serve --trace "$tmp/long.csv" --fail-on-reject
+printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,1000,100\n' > "$tmp/big.csv"
+expect kv-rejected 0 "rejected \(context / KV\) +0 / 1" -- serve --trace "$tmp/big.csv" --kv-tokens 1024
+
+finish cli_serve

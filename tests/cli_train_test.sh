@@ -1,0 +1,52 @@
+# Scenario checks of `orrery train` (docs/training.md): output, --json keys, trace file, bad input.
+. "$(dirname "$0")/cli_lib.sh"
+
+gpt=(train --arch gpt --layers 24 --hidden 2304 --heads 24 --vocab 51200 --seq 2048 --gpu a100-sxm-80gb --gpus 32 --tp 1 --pp 1 --gbs 512 --recompute full --precision fp16)
+expect table 0 "MFU" -- "${gpt[@]}"
+expect breakdown 0 "bubble" -- "${gpt[@]}"
+expect catalog-model 0 "tokens/s per GPU" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --seq 8192 --mbs 2 --dp-sharding fsdp --recompute selective
+expect pipeline 0 "interleaved" -- train --model llama3-8b --gpu h100-sxm --gpus 16 --tp 2 --pp 4 --vp 2 --gbs 32 --sp yes
+
+if "$bin" --json "${gpt[@]}" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for k in ["step_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "hfu", "peak_memory_bytes", "fits", "memory", "time"]:
+    assert k in d, k
+assert abs(sum(d["time"].values()) - d["step_time_s"]) < 1e-6 * d["step_time_s"] + 1e-9
+assert 0 < d["mfu"] <= d["hfu"] < 1
+assert d["memory"]["weights"] > 0 and isinstance(d["fits"], bool)
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL json keys"; fail=$((fail+1)); fi
+
+# Deterministic: the same command twice gives the same JSON.
+if [ "$("$bin" --json "${gpt[@]}")" = "$("$bin" --json "${gpt[@]}")" ]; then pass=$((pass+1)); else echo "FAIL deterministic"; fail=$((fail+1)); fi
+
+expect trace 0 "" -- "${gpt[@]}" --trace-out "$tmp/trace.json" --trace-ranks 0
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 10' "$tmp/trace.json" 2>/dev/null; then
+  pass=$((pass+1)); else echo "FAIL trace file"; fail=$((fail+1)); fi
+
+# Bad input: one line, exit 2, naming the constraint or flag.
+expect tp-heads 2 "tp=5 does not divide heads=24" -- "${gpt[@]}" --tp 5
+one_line_error tp-heads-one-line "${gpt[@]}" --tp 5
+expect gpus-product 2 "does not equal gpus=32" -- "${gpt[@]}" --dp 4 --pp 2
+expect pp-layers 2 "pp=5 does not divide layers=24" -- "${gpt[@]}" --pp 5
+expect gbs 2 "does not divide gbs=500" -- "${gpt[@]}" --gbs 500
+expect bad-recompute 2 "unknown recompute mode 'ful'.*full" -- "${gpt[@]}" --recompute ful
+one_line_error bad-recompute-one-line "${gpt[@]}" --recompute ful
+expect bad-schedule 2 "unknown pipeline schedule" -- "${gpt[@]}" --schedule 1f2b
+expect bad-sharding 2 "unknown data-parallel sharding" -- "${gpt[@]}" --dp-sharding zero4
+expect bad-precision 2 "unknown training precision" -- "${gpt[@]}" --precision fp32
+expect bad-sp 2 "expected yes or no" -- "${gpt[@]}" --sp maybe
+expect sp-needs-tp 2 "sequence parallelism needs tp > 1" -- "${gpt[@]}" --sp yes
+expect bad-gpu 2 "a100-sxm-80gb" -- "${gpt[@]}" --gpu a100-sxm-80
+expect bad-arch 2 "unknown architecture 'gtp'" -- train --arch gtp --layers 2 --hidden 64 --heads 2 --vocab 100 --gpu h100-sxm --gpus 1 --gbs 1
+expect no-model 2 "missing model" -- train --gpu h100-sxm --gpus 1 --gbs 1
+expect no-gbs 2 "gbs" -- train --model llama3-8b --gpu h100-sxm --gpus 1
+expect bad-model 2 "did you mean" -- train --model llama3-8c --gpu h100-sxm --gpus 1 --gbs 1
+expect bad-trace-rank 2 "not a rank" -- "${gpt[@]}" --trace-out "$tmp/t2.json" --trace-ranks 99
+expect fp8-on-a100 2 "no dense fp8 peak" -- "${gpt[@]}" --precision fp8
+expect bad-flag 2 "not expected: --recompte" -- "${gpt[@]}" --recompte=full
+expect bad-nic 2 "--nic-bandwidth" -- train --model llama3-8b --gpu h800 --gpus 8 --gbs 8 --nic-bandwidth fast
+expect bad-grad-bytes 2 "expected 2 or 4" -- "${gpt[@]}" --grad-bytes 3
+expect bad-hf-config 2 "" -- train --hf-config "$tmp/missing.json" --gpu h100-sxm --gpus 1 --gbs 1
+
+finish train
