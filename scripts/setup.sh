@@ -8,8 +8,8 @@ packages=(
   libfmt-dev nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # decentralized pillar: gzip'd data files (zlib), the data sets it trains on (Fashion-MNIST IDX files;
-  # scikit-learn ships the digits CSV), NumPy for the bench/numpy_pushpull.py comparison, MPI for later
-  zlib1g-dev dataset-fashion-mnist python3-sklearn python3-numpy openmpi-bin libopenmpi-dev
+  # scikit-learn ships the digits CSV), NumPy for the bench/numpy_pushpull.py comparison
+  zlib1g-dev dataset-fashion-mnist python3-sklearn python3-numpy
 )
 
 missing=()

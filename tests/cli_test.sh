@@ -93,4 +93,6 @@ expect gossip-directed-metropolis 2 "--mixing.*use 'pull'" -- gossip topo --topo
 expect gossip-disconnected 0 "not strongly connected" -- gossip topo --topology erdos-renyi:20:0.05:seed=1
 one_line_error gossip-bad-topology-line gossip topo --topology torus:4
 
+# A mistyped flag of a subcommand gets the nearest flag of that subcommand, not only the global ones.
+expect subcommand-flag-hint 2 "did you mean '--size'" -- net collective --cluster dgx-h100:1 --sise 1MiB
 finish cli

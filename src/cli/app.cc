@@ -95,7 +95,9 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     CLI::App* where = deepest(&app);
     std::string hint;
     if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) hint = hint_for_extras(where, where->remaining());
-    if (hint.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) hint = hint_for_extras(&app, app.remaining());
+    // With fallthrough, a subcommand's unknown flag lands in the top-level app's extras: look for the
+    // nearest name among the options of the subcommand that was entered (and its parents).
+    if (hint.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) hint = hint_for_extras(where, app.remaining());
     if (hint.empty() && !where->get_subcommands({}).empty() && where->get_subcommands().empty()) {
       std::string names;
       for (const CLI::App* sub : where->get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();

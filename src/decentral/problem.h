@@ -54,6 +54,7 @@ struct Scratch {
   Eigen::VectorXd u, v;
   Eigen::VectorXd node_grad;  // full_objective's per-node gradient
   std::vector<int32_t> ids;
+  std::vector<const double*> rows;  // minibatch rows read in place
 };
 
 // Local sample positions (indices into [0, local_size(i))); `size < 0` means all local samples.

@@ -204,6 +204,7 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
     SyncClock clock(spec.time, seq, spec.batch, seed, !info.federated);
     if (clock.enabled()) ctx.sim_time = 0;
     const auto evaluate = [&](int64_t k) {
+      const auto eval_start = std::chrono::steady_clock::now();
       const NodeMatrix& x = alg->iterates();
       MetricPoint p;
       p.iter = k;
@@ -222,6 +223,7 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
       p.bytes = static_cast<double>(ctx.bytes);
       p.sim_time = ctx.sim_time;
       points.push_back(p);
+      result.eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     };
     evaluate(0);
     for (int64_t k = 0; k < spec.iters; ++k) {

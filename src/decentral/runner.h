@@ -88,6 +88,7 @@ struct RunResult {
   std::vector<std::vector<MetricPoint>> per_seed;  // [seed][point]
   std::vector<SummaryPoint> summary;               // [point]
   double seconds = 0;                              // wall-clock of the run (not deterministic; not in files)
+  double eval_seconds = 0;                         // of which the full-data metric evaluations (same caveat)
 };
 
 // The mixing matrices `info` needs on `seq` (the default rule, or `override`), checked.

@@ -44,8 +44,9 @@ std::vector<int64_t> divisors(int64_t n, int64_t max) {
 // Powers of two dividing n, up to max (0 = no limit).
 std::vector<int64_t> powers_of_two_dividing(int64_t n, int64_t max) {
   std::vector<int64_t> r;
-  for (int64_t k = 1; k <= n && (max <= 0 || k <= max); k *= 2) {
-    if (n % k == 0) r.push_back(k);
+  for (int64_t k = 1; k <= n && (max <= 0 || k <= max) && n % k == 0; k *= 2) {
+    r.push_back(k);
+    if (k > n / 2) break;  // the next power would exceed n (and could overflow)
   }
   return r;
 }
