@@ -10,7 +10,8 @@
 //               loss         f(xbar), xbar = (1/n) sum_i x_i (the simple mean of the node iterates);
 //               grad_norm    ||grad f(xbar)||;
 //               grad_norm_pi ||grad f(x_pi)||, x_pi = sum_i pi_i x_i with pi the Perron vector of the
-//                            row-stochastic A (uniform for doubly stochastic or federated algorithms);
+//                            row-stochastic A (uniform for doubly stochastic or federated algorithms,
+//                            and taken as uniform when every pi_i is within 1e-9 relative of 1/n);
 //               consensus    (1/n) sum_i ||x_i - xbar||^2;
 //               accuracy     test accuracy at xbar (NaN without a test set);
 //               bytes        bytes sent by all nodes so far;
