@@ -49,4 +49,7 @@ expect bad-nic 2 "--nic-bandwidth" -- train --model llama3-8b --gpu h800 --gpus 
 expect bad-grad-bytes 2 "expected 2 or 4" -- "${gpt[@]}" --grad-bytes 3
 expect bad-hf-config 2 "" -- train --hf-config "$tmp/missing.json" --gpu h100-sxm --gpus 1 --gbs 1
 
+# A GPU without NVLink (L40S): pipeline stages in one machine talk over PCIe (this aborted before).
+expect pcie-only-pipeline 0 "step time" -- train --model llama3-8b --gpu l40s --gpus 8 --tp 1 --pp 2 --dp 4 --seq 2048 --mbs 1 --gbs 32
+
 finish train

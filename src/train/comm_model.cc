@@ -33,13 +33,17 @@ coll::AlphaBetaParams AlphaBetaComm::params(Group g) const {
   coll::AlphaBetaParams p;
   p.ranks = n;
   p.ranks_per_node = per_node;
-  const Bandwidth intra = cluster_.scaleup_bandwidth.bytes_per_second() > 0
-                              ? cluster_.scaleup_bandwidth * cluster_.scaleup_efficiency
-                              : cluster_.pcie_bandwidth * 0.75;
+  const Bandwidth intra = intra_node_bandwidth();
   p.intra = coll::Level{cluster_.scaleup_latency, intra};
   p.inter = coll::Level{cluster_.network_latency, cluster_.nic_bandwidth * cluster_.network_efficiency};
   p.inter_parallel = per_node;
   return p;
+}
+
+// NVLink/NVSwitch when the GPU has it; otherwise PCIe at 75% of its per-direction rate.
+Bandwidth AlphaBetaComm::intra_node_bandwidth() const {
+  return cluster_.scaleup_bandwidth.bytes_per_second() > 0 ? cluster_.scaleup_bandwidth * cluster_.scaleup_efficiency
+                                                           : cluster_.pcie_bandwidth * 0.75;
 }
 
 Time AlphaBetaComm::collective(coll::Op op, Bytes size, Group g) const {
@@ -54,8 +58,8 @@ Time AlphaBetaComm::p2p(Bytes size) const {
   if (plan_.pp <= 1 || size.count() <= 0) return Time::zero();
   const int64_t stride = group_stride(plan_, Group::kPp);
   const bool same_node = stride < cluster_.gpus_per_node;
-  const Bandwidth bw = same_node ? cluster_.scaleup_bandwidth * cluster_.scaleup_efficiency
-                                 : cluster_.nic_bandwidth * cluster_.network_efficiency;
+  // A GPU without NVLink (L40S, PCIe cards) sends to its neighbour stage over PCIe.
+  const Bandwidth bw = same_node ? intra_node_bandwidth() : cluster_.nic_bandwidth * cluster_.network_efficiency;
   const Time lat = same_node ? cluster_.scaleup_latency : cluster_.network_latency;
   return lat + size / bw;
 }

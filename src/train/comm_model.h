@@ -71,6 +71,7 @@ class AlphaBetaComm final : public CommModel {
   coll::AlphaBetaParams params(Group g) const;
 
  private:
+  Bandwidth intra_node_bandwidth() const;
   ClusterSpec cluster_;
   Plan plan_;
 };

@@ -425,6 +425,14 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       }
       round.push_back(i);
     }
+    // Longest first (a simulation's cost grows with its tasks: stages x chunks x micro-batches, per
+    // layer with ZeRO-3), so that the round does not end waiting on one long simulation.
+    auto tasks = [&](size_t i) {
+      const Plan& p = cands[i].plan;
+      const int64_t per_layer = p.sharding == Sharding::kZero3 ? p.layers_per_stage(model.layers) : 1;
+      return p.pp * p.vp * p.microbatches() * per_layer;
+    };
+    std::stable_sort(round.begin(), round.end(), [&](size_t a, size_t b) { return tasks(a) > tasks(b); });
     parallel_for(round.size(), 1, threads, [&](size_t k) { simulate(round[k]); },
                  [&](size_t done) { report("simulate", settled + done, total); });
     settled += round.size();

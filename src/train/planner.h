@@ -25,6 +25,8 @@
 //     K-th best simulated throughput (so it cannot enter the top K) and some simulated plan is faster
 //     than its bound with no more memory (so it cannot be on the front). Decisions use only finished
 //     rounds, so the simulated set is the same for any thread count.
+//   Threads: both phases run on PlannerOptions::threads std::threads (the caller is one), the filter in
+//     chunks of 64 candidates, the simulations of a round one at a time, longest first.
 //   Determinism: results are stored by candidate index and sorted with full tie-breaks (throughput,
 //     then memory, then index), so the output is byte-identical for any number of threads.
 // Range of validity: that of train/train.h; the enumerated dimensions and their limits are SearchSpace.
