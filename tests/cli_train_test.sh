@@ -51,5 +51,6 @@ expect bad-hf-config 2 "" -- train --hf-config "$tmp/missing.json" --gpu h100-sx
 
 # A GPU without NVLink (L40S): pipeline stages in one machine talk over PCIe (this aborted before).
 expect pcie-only-pipeline 0 "step time" -- train --model llama3-8b --gpu l40s --gpus 8 --tp 1 --pp 2 --dp 4 --seq 2048 --mbs 1 --gbs 32
+expect node-gpu-mismatch 2 "node 'dgx-a100' holds a100-sxm-80gb GPUs, not h100-sxm" -- train --model llama3-8b --gpu h100-sxm --node dgx-a100 --gpus 8 --gbs 8
 
 finish train

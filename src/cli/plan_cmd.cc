@@ -15,6 +15,7 @@
 
 #include "cli/app.h"
 #include "cli/output.h"
+#include "cli/train_common.h"
 #include "compute/compute_model.h"
 #include "core/progress.h"
 #include "core/strings.h"
@@ -286,20 +287,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   const hw::HwCatalog& hw = ctx.catalog().hw;
   const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
   const model::ModelSpec model = ctx.catalog().model(a.model, kCl.with_key("--model"));
-  const hw::NodeSpec* node = nullptr;
-  if (!a.node.empty()) {
-    node = &hw.get_node(a.node, kCl.with_key("--node"));
-    if (node->gpu != gpu.name) {
-      throw InputError(kCl.with_key("--node"), fmt::format("node '{}' holds {} GPUs, not {}", node->name, node->gpu, gpu.name));
-    }
-  } else {
-    for (const auto& [name, n] : hw.nodes()) {
-      if (n.gpu == gpu.name) {
-        node = &n;
-        break;
-      }
-    }
-  }
+  const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
 

@@ -11,6 +11,7 @@
 
 #include "cli/app.h"
 #include "cli/output.h"
+#include "cli/train_common.h"
 #include "compute/compute_model.h"
 #include "core/strings.h"
 #include "core/unit_parse.h"
@@ -166,17 +167,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   const model::ModelSpec model = resolve_model(ctx, a);
   const hw::HwCatalog& hw = ctx.catalog().hw;
   const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
-  const hw::NodeSpec* node = nullptr;
-  if (!a.node.empty()) {
-    node = &hw.get_node(a.node, kCl.with_key("--node"));
-  } else {
-    for (const auto& [name, n] : hw.nodes()) {
-      if (n.gpu == gpu.name) {
-        node = &n;
-        break;
-      }
-    }
-  }
+  const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
   const tr::Plan plan = make_plan(a);
@@ -267,6 +258,24 @@ void run_train(Context& ctx, const TrainArgs& a) {
 }
 
 }  // namespace
+
+const hw::NodeSpec* training_node(const hw::HwCatalog& hw, const hw::GpuSpec& gpu, const std::string& node_name) {
+  const hw::NodeSpec* node = nullptr;
+  if (!node_name.empty()) {
+    node = &hw.get_node(node_name, kCl.with_key("--node"));
+    if (node->gpu != gpu.name) {
+      throw InputError(kCl.with_key("--node"), fmt::format("node '{}' holds {} GPUs, not {}", node->name, node->gpu, gpu.name));
+    }
+  } else {
+    for (const auto& [name, n] : hw.nodes()) {
+      if (n.gpu == gpu.name) {
+        node = &n;
+        break;
+      }
+    }
+  }
+  return node;
+}
 
 void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
   auto a = std::make_shared<TrainArgs>();
