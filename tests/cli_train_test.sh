@@ -29,6 +29,9 @@ expect tp-heads 2 "tp=5 does not divide heads=24" -- "${gpt[@]}" --tp 5
 one_line_error tp-heads-one-line "${gpt[@]}" --tp 5
 expect gpus-product 2 "does not equal gpus=32" -- "${gpt[@]}" --dp 4 --pp 2
 expect pp-layers 2 "pp=5 does not divide layers=24" -- "${gpt[@]}" --pp 5
+# Uneven stages: 24 layers on pp=5 as 4 + 3 x 5 + 5 (the middle three stages share 24 - 4 - 5 = 15).
+expect uneven-stages 0 "layers 4 first, 5 last" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 5
+expect uneven-bad-split 2 "= 16 does not split evenly over the 3 other stage" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 4
 expect gbs 2 "does not divide gbs=500" -- "${gpt[@]}" --gbs 500
 expect bad-recompute 2 "unknown recompute mode 'ful'.*full" -- "${gpt[@]}" --recompute ful
 one_line_error bad-recompute-one-line "${gpt[@]}" --recompute ful

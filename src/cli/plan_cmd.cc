@@ -142,7 +142,9 @@ std::vector<std::string> plan_header() {
 }
 
 std::vector<std::string> plan_cells(const tr::Plan& p) {
-  return {std::to_string(p.tp),  std::to_string(p.pp), std::to_string(p.cp), std::to_string(p.ep),
+  const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
+                                           : std::to_string(p.pp);
+  return {std::to_string(p.tp),  pp,                   std::to_string(p.cp), std::to_string(p.ep),
           std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
           sharding_label(p),     std::string(tr::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
 }
@@ -190,6 +192,8 @@ Json plan_json(const tr::Plan& p) {
               {"cp", p.cp},
               {"ep", p.ep},
               {"vp", p.vp},
+              {"first_stage_layers", p.first_stage_layers},
+              {"last_stage_layers", p.last_stage_layers},
               {"sp", p.sp},
               {"schedule", tr::schedule_name(p.schedule)},
               {"mbs", p.mbs},

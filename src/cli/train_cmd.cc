@@ -34,6 +34,7 @@ struct TrainArgs {
   std::string gpu, node, nic_bandwidth = "400 Gb/s";
   int64_t gpus = 0;
   int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, vp = 1, mbs = 1, gbs = 0;
+  int64_t first_stage_layers = 0, last_stage_layers = 0;
   std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes";
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0;
@@ -85,6 +86,8 @@ tr::Plan make_plan(const TrainArgs& a) {
   p.cp = a.cp;
   p.ep = a.ep;
   p.vp = a.vp;
+  p.first_stage_layers = a.first_stage_layers;
+  p.last_stage_layers = a.last_stage_layers;
   const int64_t inner = std::max<int64_t>(1, a.tp * a.pp * a.cp);
   p.dp = a.dp > 0 ? a.dp : std::max<int64_t>(1, a.gpus / inner);
   p.mbs = a.mbs;
@@ -196,6 +199,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"cp", plan.cp},
                  {"ep", plan.ep},
                  {"vp", plan.vp},
+                 {"first_stage_layers", tr::stage_layers(plan, model.layers, 0)},
+                 {"last_stage_layers", tr::stage_layers(plan, model.layers, plan.pp - 1)},
                  {"sp", plan.sp},
                  {"schedule", tr::schedule_name(plan.schedule)},
                  {"mbs", plan.mbs},
@@ -232,8 +237,12 @@ void run_train(Context& ctx, const TrainArgs& a) {
     ctx.out << io::dump_json(j);
     return;
   }
-  Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}",
-                                            model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, plan.cp, plan.ep,
+  const std::string layout =
+      plan.uneven_stages() ? fmt::format(" (layers {} first, {} last)", tr::stage_layers(plan, model.layers, 0),
+                                         tr::stage_layers(plan, model.layers, plan.pp - 1))
+                           : std::string();
+  Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}",
+                                            model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, plan.ep,
                                             plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq));
   s.add_row({"step time (s)", fmt::format("{:.4f}", r.step.step_time.to_seconds())});
   s.add_row({"tokens/s per GPU", fmt::format("{:.1f}", r.tokens_per_s_per_gpu)});
@@ -301,6 +310,12 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--cp", a->cp, "context-parallel degree")->capture_default_str();
   c->add_option("--ep", a->ep, "expert-parallel degree (within dp x cp)")->capture_default_str();
   c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved)")->capture_default_str();
+  c->add_option("--first-stage-layers", a->first_stage_layers,
+                "uneven pipeline: layers on the first stage (0 = the middle stages' share; vp 1)")
+      ->capture_default_str();
+  c->add_option("--last-stage-layers", a->last_stage_layers,
+                "uneven pipeline: layers on the last stage (0 = the middle stages' share; vp 1)")
+      ->capture_default_str();
   c->add_option("--mbs", a->mbs, "micro-batch size (sequences)")->capture_default_str();
   c->add_option("--gbs", a->gbs, "global batch size (sequences)");
   c->add_option("--sp", a->sp, "sequence parallelism: yes | no")->capture_default_str();

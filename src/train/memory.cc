@@ -61,23 +61,22 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
                           const MemoryConstants& k) {
   MemoryReport r;
   r.capacity = gpu.memory;
-  const int64_t chunk_layers = p.layers_per_stage(model.layers);
   int64_t groups = 0;
   for (Group g : {Group::kTp, Group::kCp, Group::kDp, Group::kEp, Group::kPp}) groups += group_size(p, g) > 1 ? 1 : 0;
   r.stages.reserve(static_cast<size_t>(p.pp));
   for (int64_t s = 0; s < p.pp; ++s) {
     StageMemory st;
     st.stage = s;
-    st.layers = chunk_layers * p.vp;
+    st.layers = stage_layers(p, model.layers, s);
     Bytes act_mb;            // one micro-batch's saved activations on this stage
     Bytes largest_layer;     // one layer's full activations (backward working set)
     int64_t recomputed = 0;  // layers under full recompute so far
     const int64_t full_layers = p.recompute == Recompute::kFull ? (p.recompute_layers < 0 ? st.layers : p.recompute_layers) : 0;
     int64_t max_layer_params = 0;
     for (int64_t v = 0; v < p.vp; ++v) {
-      for (int64_t i = 0; i < chunk_layers; ++i) {
-        const int64_t l = (v * p.pp + s) * chunk_layers + i;
-        const LayerCost& lc = c.layer[static_cast<size_t>(l)];
+      const LayerRange range = chunk_layers(p, model.layers, s, v);
+      for (int64_t i = 0; i < range.count; ++i) {
+        const LayerCost& lc = c.layer[static_cast<size_t>(range.first + i)];
         st.params += lc.params;
         max_layer_params = std::max(max_layer_params, lc.params);
         Bytes a = p.recompute == Recompute::kSelective ? lc.act_selective : lc.act_none;
@@ -134,8 +133,9 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
                                                d(ps.params)
                                          : 0.0;
   for (int64_t v = 0; v < p.vp; ++v) {
-    for (int64_t i = 0; i < chunk_layers; ++i) {
-      const int64_t l = (v * p.pp + r.peak_stage) * chunk_layers + i;
+    const LayerRange range = chunk_layers(p, model.layers, r.peak_stage, v);
+    for (int64_t i = 0; i < range.count; ++i) {
+      const int64_t l = range.first + i;
       const LayerCost& lc = c.layer[static_cast<size_t>(l)];
       const Bytes a = p.recompute == Recompute::kSelective ? lc.act_selective
                       : p.recompute == Recompute::kFull    ? lc.act_input

@@ -1,5 +1,6 @@
 #include "train/plan.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -141,6 +142,42 @@ int64_t group_stride(const Plan& p, Group g) {
   return 1;
 }
 
+LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c) {
+  if (!p.uneven_stages()) {
+    const int64_t per = layers / (p.pp * p.vp);
+    return LayerRange{(c * p.pp + s) * per, per, c * per};
+  }
+  const int64_t middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
+  const int64_t share = middle > 0 ? (layers - p.first_stage_layers - p.last_stage_layers) / middle : 0;
+  const int64_t first = p.first_stage_layers > 0 ? p.first_stage_layers : share;
+  const int64_t last = p.last_stage_layers > 0 ? p.last_stage_layers : share;
+  if (s == 0) return LayerRange{0, first, 0};
+  if (s == p.pp - 1) return LayerRange{layers - last, last, 0};
+  return LayerRange{first + (s - 1) * share, share, 0};
+}
+
+int64_t stage_layers(const Plan& p, int64_t layers, int64_t s) {
+  return p.uneven_stages() ? chunk_layers(p, layers, s, 0).count : layers / p.pp;
+}
+
+int64_t max_stage_layers(const Plan& p, int64_t layers) {
+  int64_t most = 0;
+  for (int64_t s : {int64_t{0}, p.pp / 2, p.pp - 1}) most = std::max(most, stage_layers(p, layers, s));
+  return most;
+}
+
+bool balance_uneven_stages(Plan& p, int64_t layers) {
+  if (p.vp != 1 || p.pp < 2 || layers % p.pp == 0) return false;
+  const int64_t share = (layers + p.pp - 1) / p.pp;
+  const int64_t rest = layers - (p.pp - 2) * share;
+  const int64_t first = rest / 2;
+  const int64_t last = rest - first;
+  if (first < 1 || last > share) return false;
+  p.first_stage_layers = first;
+  p.last_stage_layers = last;
+  return true;
+}
+
 std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan& p, int64_t gpus,
                                            const hw::GpuSpec& gpu) {
   std::vector<ConstraintError> e;
@@ -158,9 +195,26 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   if (m.is_moe() && m.moe.expert_ffn % p.tp != 0) {
     add("tp_ffn", fmt::format("tp={} does not divide the expert ffn={}", p.tp, m.moe.expert_ffn));
   }
-  if (m.layers % (p.pp * p.vp) != 0) {
+  if (p.uneven_stages()) {
+    if (p.first_stage_layers < 0 || p.last_stage_layers < 0) {
+      add("pp_layers", fmt::format("first/last stage layers ({}, {}) must be >= 0", p.first_stage_layers,
+                                   p.last_stage_layers));
+    } else if (p.pp < 2 || p.vp > 1) {
+      add("pp_layers", fmt::format("uneven first/last stage layers need pp >= 2 and vp = 1 (pp={}, vp={})", p.pp, p.vp));
+    } else {
+      const int64_t middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
+      const int64_t rest = m.layers - p.first_stage_layers - p.last_stage_layers;
+      if (middle == 0 ? rest != 0 : (rest < middle || rest % middle != 0)) {
+        add("pp_layers", fmt::format("layers={} minus first/last stage layers ({}, {}) = {} does not split evenly over "
+                                     "the {} other stage(s)",
+                                     m.layers, p.first_stage_layers, p.last_stage_layers, rest, middle));
+      }
+    }
+  } else if (m.layers % (p.pp * p.vp) != 0) {
     add("pp_layers", p.vp > 1 ? fmt::format("pp*vp={}*{}={} does not divide layers={}", p.pp, p.vp, p.pp * p.vp, m.layers)
-                              : fmt::format("pp={} does not divide layers={}", p.pp, m.layers));
+                              : fmt::format("pp={} does not divide layers={} (uneven stages: --first-stage-layers, "
+                                            "--last-stage-layers)",
+                                            p.pp, m.layers));
   }
   if (p.gbs % (p.dp * p.mbs) != 0) {
     add("gbs", fmt::format("dp*mbs={}*{}={} does not divide gbs={}", p.dp, p.mbs, p.dp * p.mbs, p.gbs));
@@ -194,10 +248,12 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
       add("shard", fmt::format("shard group {} given without sharding (choose zero1|zero2|zero3)", p.shard_group));
     }
   }
-  if (p.recompute == Recompute::kFull && p.recompute_layers > p.layers_per_stage(m.layers) * p.vp &&
-      p.layers_per_stage(m.layers) > 0) {
-    add("recompute_layers", fmt::format("recompute_layers={} exceeds the layers per pipeline rank ({})",
-                                        p.recompute_layers, p.layers_per_stage(m.layers) * p.vp));
+  if (p.recompute == Recompute::kFull && p.recompute_layers >= 0 && e.empty()) {
+    const int64_t most = max_stage_layers(p, m.layers);
+    if (most > 0 && p.recompute_layers > most) {
+      add("recompute_layers",
+          fmt::format("recompute_layers={} exceeds the layers per pipeline rank ({})", p.recompute_layers, most));
+    }
   }
   if (p.load_imbalance < 1.0) add("load_imbalance", fmt::format("load imbalance {} must be >= 1", p.load_imbalance));
   if (p.capacity_factor < 0.0) add("capacity_factor", fmt::format("capacity factor {} must be >= 0", p.capacity_factor));

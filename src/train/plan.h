@@ -15,7 +15,10 @@
 //     tp_heads    tp divides heads;  tp_kv_heads: tp divides kv_heads or kv_heads divides tp (KV
 //                 replication, as Megatron-Core allows)
 //     tp_ffn      tp divides ffn (and the expert ffn)
-//     pp_layers   pp*vp divides layers (each virtual stage holds the same number of layers)
+//     pp_layers   pp*vp divides layers (each virtual stage holds the same number of layers), unless
+//                 the first/last stage layer counts are given (vp = 1): then the middle stages split
+//                 the rest evenly (Megatron-Core --decoder-first/last-pipeline-num-layers; Llama 3
+//                 405B ran 126 layers on 16 stages as 7 + 14 x 8 + 7, Dubey et al. 2024, sec. 3.3.2)
 //     gbs         dp*mbs divides gbs;  vp_microbatches: interleaving needs m % pp == 0 (Megatron)
 //     cp_seq      2*cp divides seq (load-balanced causal ring attention splits each sequence in 2cp)
 //     ep          ep divides experts and dp*cp; ep > 1 needs an MoE model
@@ -65,6 +68,10 @@ struct Plan {
   int64_t cp = 1;
   int64_t ep = 1;
   int64_t vp = 1;  // virtual stages per pipeline rank (interleaved schedule)
+  // Uneven pipeline stages (vp = 1): layers on the first / last pipeline stage; 0 = the middle
+  // stages' share. Both 0: every virtual stage holds layers / (pp * vp).
+  int64_t first_stage_layers = 0;
+  int64_t last_stage_layers = 0;
   bool sp = false;  // sequence parallelism (Korthikanti et al. 2022) with TP
   Schedule schedule = Schedule::kOneFOneB;
 
@@ -107,8 +114,27 @@ struct Plan {
   int64_t gpus() const { return dp * tp * pp * cp; }
   int64_t microbatches() const { return dp * mbs > 0 ? gbs / (dp * mbs) : 0; }
   int64_t shard_size() const;  // DP ranks one parameter/gradient/optimizer shard spans
-  int64_t layers_per_stage(int64_t layers) const { return layers / (pp * vp); }
+  bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
 };
+
+// The model layers [first, first + count) of chunk c on pipeline rank s (virtual stage c * pp + s),
+// and `offset`, the layers of rank s's earlier chunks (the layer's index within its rank is
+// offset + i). REQUIRES: the plan's pp_layers constraint holds.
+struct LayerRange {
+  int64_t first = 0;
+  int64_t count = 0;
+  int64_t offset = 0;
+};
+LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c);
+// Layers held by pipeline rank s (all its chunks).
+int64_t stage_layers(const Plan& p, int64_t layers, int64_t s);
+// The most layers any pipeline rank holds.
+int64_t max_stage_layers(const Plan& p, int64_t layers);
+// For vp = 1 and a pp that does not divide `layers`: sets first/last_stage_layers so that every middle
+// stage holds ceil(layers / pp) and the first and last split the rest (the first gets the smaller
+// half: it also runs the embedding, the last the output layer and loss, as in Llama 3 405B's 7 + 14 x 8
+// + 7). Returns false (plan unchanged) when no such split exists (e.g. pp > layers).
+bool balance_uneven_stages(Plan& p, int64_t layers);
 
 // One broken constraint: `key` is stable (see the model card), `message` names the values, e.g.
 // "tp=3 does not divide heads=32".

@@ -163,5 +163,77 @@ TEST(Plan, GroupStridesFollowTpCpDpPpOrder) {
   EXPECT_EQ(group_stride(p, Group::kDpReplica), 32);
 }
 
+// Llama 3 405B: 126 layers on 16 pipeline stages as 7 + 14 x 8 + 7 (Dubey et al. 2024, "The Llama 3
+// Herd of Models", sec. 3.3.2: one layer fewer on the first and on the last stage than 128 / 16 = 8).
+TEST(Plan, UnevenStagesSplitTheMiddleEvenly) {
+  model::ModelSpec m = llama_8b();
+  m.layers = 126;
+  Plan p;
+  p.pp = 16;
+  p.gbs = 16;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 16, test_gpu()), "pp_layers"));  // 16 does not divide 126
+  p.first_stage_layers = 7;
+  p.last_stage_layers = 7;
+  EXPECT_TRUE(validate_plan(m, p, 16, test_gpu()).empty());
+  const LayerRange first = chunk_layers(p, m.layers, 0, 0);
+  const LayerRange second = chunk_layers(p, m.layers, 1, 0);
+  const LayerRange last = chunk_layers(p, m.layers, 15, 0);
+  EXPECT_EQ(first.first, 0);
+  EXPECT_EQ(first.count, 7);
+  EXPECT_EQ(second.first, 7);
+  EXPECT_EQ(second.count, 8);
+  EXPECT_EQ(last.first, 119);  // 126 - 7
+  EXPECT_EQ(last.count, 7);
+  int64_t total = 0;
+  int64_t next = 0;
+  for (int64_t s = 0; s < 16; ++s) {
+    const LayerRange r = chunk_layers(p, m.layers, s, 0);
+    EXPECT_EQ(r.first, next) << "stage " << s;  // contiguous, in order
+    next = r.first + r.count;
+    total += r.count;
+  }
+  EXPECT_EQ(total, 126);
+  EXPECT_EQ(max_stage_layers(p, m.layers), 8);
+  // Only the first given: the other 15 stages share 126 - 6 = 120, 8 each.
+  p.first_stage_layers = 6;
+  p.last_stage_layers = 0;
+  EXPECT_TRUE(validate_plan(m, p, 16, test_gpu()).empty());
+  EXPECT_EQ(chunk_layers(p, m.layers, 15, 0).count, 8);
+  // 126 - 6 - 7 = 113 does not split over 14 stages.
+  p.last_stage_layers = 7;
+  const auto e = validate_plan(m, p, 16, test_gpu());
+  ASSERT_TRUE(has_key(e, "pp_layers"));
+  EXPECT_NE(e.front().message.find("113"), std::string::npos) << e.front().message;
+  // Uneven stages with interleaving are refused.
+  p.first_stage_layers = 7;
+  p.vp = 2;
+  p.schedule = Schedule::kInterleaved;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 16, test_gpu()), "pp_layers"));
+}
+
+// balance_uneven_stages: middle stages get ceil(L / pp), the first the smaller half of the rest.
+//   L = 126, pp = 16: ceil = 8, rest = 126 - 14 * 8 = 14 -> 7 and 7 (Meta's split).
+//   L = 80, pp = 3: ceil = 27, rest = 80 - 27 = 53 -> 26 and 27.
+//   L = 17, pp = 8: ceil = 3, rest = 17 - 18 < 0 -> impossible.
+TEST(Plan, BalancedUnevenStages) {
+  Plan p;
+  p.pp = 16;
+  ASSERT_TRUE(balance_uneven_stages(p, 126));
+  EXPECT_EQ(p.first_stage_layers, 7);
+  EXPECT_EQ(p.last_stage_layers, 7);
+  Plan q;
+  q.pp = 3;
+  ASSERT_TRUE(balance_uneven_stages(q, 80));
+  EXPECT_EQ(q.first_stage_layers, 26);
+  EXPECT_EQ(q.last_stage_layers, 27);
+  Plan r;
+  r.pp = 8;
+  EXPECT_FALSE(balance_uneven_stages(r, 17));
+  EXPECT_FALSE(r.uneven_stages());
+  Plan even;
+  even.pp = 4;
+  EXPECT_FALSE(balance_uneven_stages(even, 32));  // 4 divides 32: nothing to balance
+}
+
 }  // namespace
 }  // namespace orrery::train

@@ -167,7 +167,17 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
   std::vector<Plan> plans;
   const int64_t max_tp = sp.max_tp > 0 ? sp.max_tp : cluster.gpus_per_node;
   for (int64_t tp : divisors(model.heads, max_tp)) {
-    for (int64_t pp : divisors(model.layers, sp.max_pp)) {
+    std::vector<int64_t> pps = divisors(model.layers, sp.max_pp);
+    if (sp.uneven_stages) {
+      for (int64_t pp = 2; pp <= model.layers && (sp.max_pp <= 0 || pp <= sp.max_pp); pp *= 2) {
+        Plan probe;
+        probe.pp = pp;
+        if (model.layers % pp != 0 && balance_uneven_stages(probe, model.layers)) pps.push_back(pp);
+      }
+      std::sort(pps.begin(), pps.end());
+    }
+    for (int64_t pp : pps) {
+      const bool uneven = model.layers % pp != 0;
       for (int64_t cp = 1; cp <= (sp.max_cp > 0 ? sp.max_cp : o.gpus) && cp <= o.seq; cp *= 2) {
         if (cp > 1 && o.seq % (2 * cp) != 0) continue;
         if (o.gpus % (tp * pp * cp) != 0) continue;  // no integer dp
@@ -188,6 +198,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
               schedules.emplace_back(s, 1);
               continue;
             }
+            if (uneven) continue;  // uneven stages: vp = 1
             for (int64_t vp : divisors(model.layers / pp, sp.max_vp)) {
               if (vp >= 2) schedules.emplace_back(s, vp);
             }
@@ -236,6 +247,9 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                     p.recompute = rc;
                     p.recompute_layers = -1;
                     p.sp = seqpar;
+                    p.first_stage_layers = 0;
+                    p.last_stage_layers = 0;
+                    if (uneven) balance_uneven_stages(p, model.layers);
                     plans.push_back(p);
                   }
                 }
@@ -253,7 +267,6 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
                               const compute::ComputeModel& cm, const CommModel& comm) {
   const int64_t pp = p.pp;
   const int64_t v = p.vp;
-  const int64_t per_chunk = p.layers_per_stage(model.layers);
   const int64_t m = p.microbatches();
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
   const Time hop = pp > 1 ? comm.p2p(c.boundary_activation) : Time::zero();
@@ -269,13 +282,14 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
     int64_t params = 0;
     for (int64_t ch = 0; ch < v; ++ch) {
       Time f, b;
-      for (int64_t i = 0; i < per_chunk; ++i) {
-        const LayerCost& l = c.layer[static_cast<size_t>((ch * pp + s) * per_chunk + i)];
+      const LayerRange range = chunk_layers(p, model.layers, s, ch);
+      for (int64_t i = 0; i < range.count; ++i) {
+        const LayerCost& l = c.layer[static_cast<size_t>(range.first + i)];
         params += l.params;
         f += l.fwd + l.tp_fwd + l.cp_fwd + l.ep_fwd;
         b += l.bwd_input + l.bwd_weight + l.tp_bwd + l.cp_bwd + l.ep_bwd;
         const bool full = p.recompute == Recompute::kFull &&
-                          (p.recompute_layers < 0 || ch * per_chunk + i < p.recompute_layers);
+                          (p.recompute_layers < 0 || range.offset + i < p.recompute_layers);
         if (full) {
           b += l.recompute_full + l.tp_fwd + l.cp_fwd + l.ep_fwd;
         } else if (p.recompute == Recompute::kSelective) {
@@ -307,11 +321,12 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
       // pass, the gradient stream one reduce-scatter per layer for every backward.
       Time gathers, reductions;
       for (int64_t ch = 0; ch < v; ++ch) {
-        for (int64_t i = 0; i < per_chunk; ++i) {
-          int64_t n = c.layer[static_cast<size_t>((ch * pp + s) * per_chunk + i)].params;
+        const LayerRange range = chunk_layers(p, model.layers, s, ch);
+        for (int64_t i = 0; i < range.count; ++i) {
+          int64_t n = c.layer[static_cast<size_t>(range.first + i)].params;
           if (s == 0 && ch == 0 && i == 0) n += c.pre.params;
-          if (s == pp - 1 && ch == v - 1 && i == per_chunk - 1) n += c.post.params;
-          if (ch * per_chunk + i >= p.unsharded_layers) gathers += gather.time(n) * 2;
+          if (s == pp - 1 && ch == v - 1 && i == range.count - 1) n += c.post.params;
+          if (range.offset + i >= p.unsharded_layers) gathers += gather.time(n) * 2;
           if (p.grad_sync == GradSync::kDense) reductions += reduce.time(n);
         }
       }
@@ -429,7 +444,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     // layer with ZeRO-3), so that the round does not end waiting on one long simulation.
     auto tasks = [&](size_t i) {
       const Plan& p = cands[i].plan;
-      const int64_t per_layer = p.sharding == Sharding::kZero3 ? p.layers_per_stage(model.layers) : 1;
+      const int64_t per_layer = p.sharding == Sharding::kZero3 ? max_stage_layers(p, model.layers) / p.vp : 1;
       return p.pp * p.vp * p.microbatches() * per_layer;
     };
     std::stable_sort(round.begin(), round.end(), [&](size_t a, size_t b) { return tasks(a) > tasks(b); });

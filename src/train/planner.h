@@ -61,6 +61,9 @@ struct SearchSpace {
   std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
   bool sp_on = true;   // with tp > 1: sequence parallelism on
   bool sp_off = true;  // with tp > 1: sequence parallelism off
+  // Also pp = powers of two (up to max_pp) that do not divide the layers, with balanced uneven stages
+  // (balance_uneven_stages in plan.h: Llama 3 405B's 7 + 14 x 8 + 7 on 16 stages), vp = 1.
+  bool uneven_stages = true;
 };
 
 struct PlannerOptions {

@@ -50,7 +50,10 @@ class Builder {
     m_mb_ = static_cast<int32_t>(p.microbatches());
     v_ = static_cast<int32_t>(p.vp);
     pp_ = static_cast<int32_t>(p.pp);
-    chunk_layers_ = p.layers_per_stage(m.layers);
+    ranges_.resize(static_cast<size_t>(pp_) * static_cast<size_t>(v_));
+    for (int32_t s = 0; s < pp_; ++s) {
+      for (int32_t k = 0; k < v_; ++k) ranges_[range_idx(s, k)] = chunk_layers(p, m.layers, s, k);
+    }
     const size_t n = static_cast<size_t>(pp_) * static_cast<size_t>(v_) * static_cast<size_t>(m_mb_);
     f_first_.assign(n, -1);
     f_last_.assign(n, -1);
@@ -81,15 +84,17 @@ class Builder {
     return (static_cast<size_t>(s) * static_cast<size_t>(v_) + static_cast<size_t>(c)) * static_cast<size_t>(m_mb_) +
            static_cast<size_t>(mb);
   }
-  int64_t layer_of(int32_t s, int32_t c, int64_t i) const { return (static_cast<int64_t>(c) * pp_ + s) * chunk_layers_ + i; }
+  size_t range_idx(int32_t s, int32_t c) const { return static_cast<size_t>(s) * static_cast<size_t>(v_) + static_cast<size_t>(c); }
+  const LayerRange& range(int32_t s, int32_t c) const { return ranges_[range_idx(s, c)]; }
+  int64_t n_layers(int32_t s, int32_t c) const { return range(s, c).count; }
+  int64_t layer_of(int32_t s, int32_t c, int64_t i) const { return range(s, c).first + i; }
   double slow(int32_t s) const {
     return static_cast<size_t>(s) < o_.stage_slowdown.size() ? std::max(1.0, o_.stage_slowdown[static_cast<size_t>(s)]) : 1.0;
   }
   bool full_recompute(int32_t s, int32_t c, int64_t i) const {
     if (p_.recompute != Recompute::kFull) return false;
     if (p_.recompute_layers < 0) return true;
-    (void)s;
-    return static_cast<int64_t>(c) * chunk_layers_ + i < p_.recompute_layers;
+    return range(s, c).offset + i < p_.recompute_layers;
   }
 
   TaskId add_task(int32_t s, StreamId stream, Time dur, TimeCategory category, const Parts& parts, bool filler,
@@ -152,7 +157,7 @@ class Builder {
       }
     }
     const bool first_piece_fwd = lo == 0;
-    const bool last_piece = hi == chunk_layers_;
+    const bool last_piece = hi == n_layers(s, c);
     const bool pre_here = s == 0 && c == 0;
     const bool post_here = s == pp_ - 1 && c == v_ - 1;
     auto add_edge = [&](const LayerCost& e) {
@@ -176,13 +181,13 @@ class Builder {
     int64_t n = 0;
     for (int64_t i = lo; i < hi; ++i) n += c_.layer[static_cast<size_t>(layer_of(s, c, i))].params;
     if (s == 0 && c == 0 && lo == 0) n += c_.pre.params;
-    if (s == pp_ - 1 && c == v_ - 1 && hi == chunk_layers_) n += c_.post.params;
+    if (s == pp_ - 1 && c == v_ - 1 && hi == n_layers(s, c)) n += c_.post.params;
     return n;
   }
 
   Bytes chunk_activation(int32_t s, int32_t c) const {
     Bytes a;
-    for (int64_t i = 0; i < chunk_layers_; ++i) {
+    for (int64_t i = 0; i < n_layers(s, c); ++i) {
       const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
       a += full_recompute(s, c, i) ? l.act_input : p_.recompute == Recompute::kSelective ? l.act_selective : l.act_none;
     }
@@ -240,8 +245,8 @@ class Builder {
       // Per-layer tasks where something happens between layers: FSDP gathers and reductions, and the
       // gradient buckets of the last micro-batch.
       const bool per_layer = zero3 || (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce);
-      const int64_t pieces = per_layer ? chunk_layers_ : 1;
-      const int64_t width = per_layer ? 1 : chunk_layers_;
+      const int64_t pieces = per_layer ? n_layers(s, c) : 1;
+      const int64_t width = per_layer ? 1 : n_layers(s, c);
       TaskId first = -1;
       TaskId prev = -1;
       for (int64_t k = 0; k < pieces; ++k) {
@@ -260,7 +265,7 @@ class Builder {
           compute_order.push_back(id);
         }
         if (zero3 && pass.kind != PassKind::kWeight) {
-          const int64_t stage_index = static_cast<int64_t>(c) * chunk_layers_ + lo;
+          const int64_t stage_index = range(s, c).offset + lo;
           if (stage_index >= p_.unsharded_layers) {
             const Bytes gathered = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
             const Time t = comm_.collective(coll::Op::kAllGather, gathered, Group::kDpShard);
@@ -335,7 +340,7 @@ class Builder {
         }
       } else {
         int64_t params = 0;
-        for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, chunk_layers_);
+        for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, n_layers(s, c));
         const TaskId t = reduce_grads(s, st, Bytes::from_double(d(params) * d(p_.grad_bytes)), compute_order.back(), true);
         for (int32_t c = 0; c < v_; ++c) dep(t, split ? w_last(s, c) : b_last_[idx(s, c, m_mb_ - 1)]);
         dp_tasks.push_back(t);
@@ -343,7 +348,7 @@ class Builder {
       if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && p_.overlap_param_gather &&
           group_size(p_, Group::kDpShard) > 1) {
         for (int32_t c = 0; c < v_; ++c) {
-          const Bytes bytes = Bytes::from_double(d(piece_params(s, c, 0, chunk_layers_)) * 2.0);
+          const Bytes bytes = Bytes::from_double(d(piece_params(s, c, 0, n_layers(s, c))) * 2.0);
           const TaskId ag = add_task(s, st.dp_gather, comm_.collective(coll::Op::kAllGather, bytes, Group::kDpShard),
                                      TimeCategory::kDp, Parts{}, false, "dp-gather",
                                      [&] { return fmt::format("param all-gather c{} {:.1f} MB", c, bytes.to_double() * 1e-6); });
@@ -382,7 +387,7 @@ class Builder {
   void build_tail(int32_t s) {
     const StageStreams& st = streams_[static_cast<size_t>(s)];
     int64_t params = 0;
-    for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, chunk_layers_);
+    for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, n_layers(s, c));
     const double local = d(params) / d(p_.sharding == Sharding::kNone ? 1 : p_.shard_size());
     Time t;
     TimeCategory category = TimeCategory::kOptimizer;
@@ -487,7 +492,7 @@ class Builder {
     double rec = 0.0;
     for (int32_t s = 0; s < pp_; ++s) {
       for (int32_t c = 0; c < v_; ++c) {
-        for (int64_t i = 0; i < chunk_layers_; ++i) {
+        for (int64_t i = 0; i < n_layers(s, c); ++i) {
           const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
           if (full_recompute(s, c, i)) {
             rec += l.fwd_flops.count();
@@ -514,7 +519,7 @@ class Builder {
   const CommModel& comm_;
   const StepOptions& o_;
   int32_t m_mb_ = 0, v_ = 1, pp_ = 1;
-  int64_t chunk_layers_ = 0;
+  std::vector<LayerRange> ranges_;  // per (stage, chunk)
   bool dp_reduce_ = false;
   TaskGraph g_;
   std::vector<StageStreams> streams_;

@@ -190,6 +190,31 @@ TEST(Simulator, SlowStageSetsThePace) {
   EXPECT_EQ(r.step_time, ms(48) * 8 + ms(8) + ms(16) + f.opt());
 }
 
+// Uneven stages, pp = 2: 6 + 10 layers of tf = tb = tw = 1 ms, m = 8, 1F1B, free communication.
+// Stage 1 (10 layers, tf + tb = 30 ms per micro-batch) is the bottleneck and, once fed, never idles:
+// stage 0 (18 ms per micro-batch) stays ahead. Step = stage 0's first forward (6 ms) + 8 x 30 ms +
+// stage 0's last backward (12 ms) + the optimizer.
+TEST(Simulator, UnevenStagesLargestStageSetsThePace) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  const FixedComm comm(Time::zero(), Time::zero());
+  Plan plan;
+  plan.pp = 2;
+  plan.gbs = 8;
+  plan.first_stage_layers = 6;
+  plan.last_stage_layers = 10;
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, comm);
+  EXPECT_EQ(r.step_time, ms(6) + ms(30) * 8 + ms(12) + f.opt());
+  // Mirrored (10 + 6): stage 0 is the bottleneck (30 ms per micro-batch, 240 ms of work) and idles
+  // once: after its two warm-up forwards (20 ms) it waits for micro-batch 0's gradient, back at
+  // 10 + 6 + 12 = 28 ms; then it never waits (stage 1 returns each gradient 18 ms after the forward,
+  // inside stage 0's next 30 ms). Step = 240 + 8 = 248 ms.
+  plan.first_stage_layers = 10;
+  plan.last_stage_layers = 6;
+  const StepResult mirrored = simulate_step(f.model, plan, c, f.cm, comm);
+  EXPECT_EQ(mirrored.step_time, ms(248) + f.opt());
+}
+
 TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
   Plan p;
   p.pp = 4;
