@@ -10,6 +10,8 @@ packages=(
   # decentralized pillar: gzip'd data files (zlib), the data sets it trains on (Fashion-MNIST IDX files;
   # scikit-learn ships the digits CSV), NumPy for the bench/numpy_pushpull.py comparison
   zlib1g-dev dataset-fashion-mnist python3-sklearn python3-numpy
+  # the MPI runtime of the decentralized algorithms (gossip run --runtime mpi under mpirun)
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

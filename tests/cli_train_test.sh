@@ -32,6 +32,19 @@ expect pp-layers 2 "pp=5 does not divide layers=24" -- "${gpt[@]}" --pp 5
 # Uneven stages: 24 layers on pp=5 as 4 + 3 x 5 + 5 (the middle three stages share 24 - 4 - 5 = 15).
 expect uneven-stages 0 "layers 4 first, 5 last" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 5
 expect uneven-bad-split 2 "= 16 does not split evenly over the 3 other stage" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 4
+# A straggler stage: pp=2, stage 1 twice slower. The step must grow (simulator_test.cc
+# SlowStageSetsThePace derives the exact time); bad values are one-line errors.
+pp2=("${gpt[@]}" --pp 2 --gbs 512)
+if python3 - "$("$bin" --json "${pp2[@]}")" "$("$bin" --json "${pp2[@]}" --straggler 1:2)" <<'PY' 2>/dev/null
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert b["stragglers"] == [1.0, 2.0], b["stragglers"]
+assert b["step_time_s"] > 1.5 * a["step_time_s"], (a["step_time_s"], b["step_time_s"])
+PY
+then pass=$((pass+1)); else echo "FAIL straggler slows the step"; fail=$((fail+1)); fi
+expect straggler-bad-stage 2 "--straggler.*'2:1.5': expected STAGE:FACTOR with STAGE in \[0, 2\)" -- "${pp2[@]}" --straggler 2:1.5
+expect straggler-bad-factor 2 "--straggler.*FACTOR >= 1" -- "${pp2[@]}" --straggler 0:0.5
+one_line_error straggler-one-line "${pp2[@]}" --straggler x
 expect gbs 2 "does not divide gbs=500" -- "${gpt[@]}" --gbs 500
 expect bad-recompute 2 "unknown recompute mode 'ful'.*full" -- "${gpt[@]}" --recompute ful
 one_line_error bad-recompute-one-line "${gpt[@]}" --recompute ful

@@ -8,6 +8,8 @@
 
 namespace orrery::cli {
 
+void register_plan_serve_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+
 const io::Catalog& Context::catalog() {
   if (!catalog_) {
     io::CatalogOptions o;
@@ -74,6 +76,7 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   register_train_command(app, actions);
   register_serve_commands(app, actions);
   register_plan_train_command(app, actions);
+  register_plan_serve_command(app, actions);
   for (auto& [sub, action] : actions) sub->fallthrough();
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 

@@ -20,8 +20,10 @@
 #include "core/strings.h"
 #include "decentral/algorithm.h"
 #include "decentral/dataset.h"
+#include "decentral/device_trace.h"
 #include "decentral/graph.h"
 #include "decentral/mixing.h"
+#include "decentral/mpi_runtime.h"
 #include "decentral/problem.h"
 #include "decentral/runner.h"
 #include "io/atomic_file.h"
@@ -185,6 +187,7 @@ struct GossipRunArgs {
   uint64_t seed = 1;
   int64_t eval_every = 0;
   std::string csv;
+  std::string runtime = "in-process";  // gossip run: or "mpi" (decentral/mpi_runtime.h)
   // problem
   int64_t dim = 10;
   int64_t samples = 1'440'000;
@@ -200,6 +203,7 @@ struct GossipRunArgs {
   bool effective_lr = false;
   std::string compute_per_sample, link_latency, link_bandwidth;
   double node_speed_cv = 0;
+  std::string heterogeneity, device_trace, churn, time_mode = "sync";
   // sweep
   std::string node_list = "1,2,4,8,16";
   std::string topology_family = "exponential";
@@ -273,6 +277,15 @@ dc::RunSpec run_spec(const GossipRunArgs& a) {
   if (!a.link_bandwidth.empty()) r.time.bandwidth = parse_bandwidth_positive(a.link_bandwidth, kCl.with_key("--link-bandwidth"));
   if (!(a.node_speed_cv >= 0) || !std::isfinite(a.node_speed_cv)) throw InputError(kCl.with_key("--node-speed-cv"), "expected >= 0");
   r.time.speed_cv = a.node_speed_cv;
+  if (!a.heterogeneity.empty()) r.time.hetero = dc::parse_heterogeneity(a.heterogeneity, kCl.with_key("--heterogeneity"));
+  if (!a.device_trace.empty()) r.time.hetero.trace = std::make_shared<const dc::DeviceTrace>(dc::read_device_trace(a.device_trace));
+  if (!a.churn.empty()) r.time.hetero.churn = dc::parse_churn(a.churn, kCl.with_key("--churn"));
+  const std::string mode = to_lower(trim(a.time_mode));
+  if (mode != "sync" && mode != "async") {
+    throw InputError(kCl.with_key("--time"), fmt::format("expected sync or async, got '{}'", a.time_mode),
+                     suggest(mode, {"sync", "async"}));
+  }
+  r.time.mode = mode == "async" ? dc::TimeMode::kAsync : dc::TimeMode::kSync;
   if (a.mixing != "auto") r.mixing = dc::parse_mixing(a.mixing, kCl.with_key("--mixing"));
   return r;
 }
@@ -297,12 +310,14 @@ std::string fmt_stat(const dc::Stat& s, bool spread) {
 
 std::string run_csv(const dc::RunResult& r) {
   std::string out = "iter";
-  const char* names[] = {"loss", "grad_norm", "grad_norm_pi", "consensus", "test_accuracy", "bytes", "sim_time_s"};
+  const char* names[] = {"loss",  "grad_norm",  "grad_norm_pi",   "consensus",     "test_accuracy",
+                         "bytes", "sim_time_s", "staleness_mean", "staleness_max", "participation"};
   for (const char* n : names) out += fmt::format(",{0}_mean,{0}_std,{0}_min,{0}_max", n);
   out += "\n";
   for (const dc::SummaryPoint& p : r.summary) {
     out += std::to_string(p.iter);
-    for (const dc::Stat* s : {&p.loss, &p.grad_norm, &p.grad_norm_pi, &p.consensus, &p.accuracy, &p.bytes, &p.sim_time}) {
+    for (const dc::Stat* s : {&p.loss, &p.grad_norm, &p.grad_norm_pi, &p.consensus, &p.accuracy, &p.bytes, &p.sim_time,
+                              &p.staleness_mean, &p.staleness_max, &p.participation}) {
       for (double v : {s->mean, s->std, s->min, s->max}) out += std::isnan(v) ? "," : fmt::format(",{:.17g}", v);
     }
     out += "\n";
@@ -318,7 +333,10 @@ Json point_json(const dc::SummaryPoint& p) {
               {"consensus", stat_json(p.consensus)},
               {"test_accuracy", stat_json(p.accuracy)},
               {"bytes", stat_json(p.bytes)},
-              {"sim_time_s", stat_json(p.sim_time)}};
+              {"sim_time_s", stat_json(p.sim_time)},
+              {"staleness_mean", stat_json(p.staleness_mean)},
+              {"staleness_max", stat_json(p.staleness_max)},
+              {"participation", stat_json(p.participation)}};
 }
 
 Json run_config_json(const GossipRunArgs& a, const dc::RunResult& r) {
@@ -339,22 +357,36 @@ Json run_config_json(const GossipRunArgs& a, const dc::RunResult& r) {
               {"local_steps", a.params.local_steps},
               {"client_fraction", a.params.client_fraction},
               {"compress", a.compress},
-              {"effective_lr", a.effective_lr}};
+              {"effective_lr", a.effective_lr},
+              {"time", a.time_mode},
+              {"heterogeneity", a.heterogeneity},
+              {"device_trace", a.device_trace},
+              {"churn", a.churn}};
 }
 
 dc::ProgressFn progress_for(ProgressBar& bar) {
   return [&bar](int64_t done, int64_t total) { bar.update(static_cast<uint64_t>(done * 1000 / std::max<int64_t>(total, 1))); };
 }
 
-void run_run(Context& ctx, const GossipRunArgs& a) {
+// --runtime: nullptr in-process; "mpi" initializes MPI here (finalized when the returned runtime is destroyed).
+std::unique_ptr<dc::MpiRuntime> start_runtime(const std::string& name) {
+  const std::string r = to_lower(trim(name));
+  if (r == "in-process") return nullptr;
+  if (r == "mpi") return dc::MpiRuntime::start(kCl.with_key("--runtime"));
+  throw InputError(kCl.with_key("--runtime"), fmt::format("unknown runtime '{}'", r), suggest(r, {"in-process", "mpi"}));
+}
+
+void run_body(Context& ctx, const GossipRunArgs& a, dc::MpiRuntime* mpi) {
+  const bool root = mpi == nullptr || mpi->is_root();
   const dc::AlgorithmInfo& info = dc::find_algorithm(a.algo, kCl.with_key("--algo"));
   const dc::GraphSequence seq = run_graph(a, info);
   const dc::RunSpec spec = run_spec(a);
   DataCache cache;
   const std::unique_ptr<dc::Problem> problem = make_problem(a, seq.num_nodes(), cache);
-  ProgressBar bar("gossip run", 1000, ProgressOptions{ctx.global.quiet});
-  const dc::RunResult r = dc::run(*problem, seq, spec, progress_for(bar), kCl);
+  ProgressBar bar("gossip run", 1000, ProgressOptions{ctx.global.quiet || !root});
+  const dc::RunResult r = dc::run(*problem, seq, spec, progress_for(bar), kCl, mpi);
   bar.finish();
+  if (!root) return;  // MPI ranks other than 0 hold no metrics
   if (!a.csv.empty()) io::write_file_atomic(a.csv, run_csv(r));
   if (ctx.global.json) {
     Json j = envelope("gossip run");
@@ -367,7 +399,14 @@ void run_run(Context& ctx, const GossipRunArgs& a) {
     return;
   }
   const bool spread = a.seeds > 1;
-  Table t({"iter", "loss", "||grad f(xbar)||", "||grad f(x_pi)||", "consensus", "test acc", "MB sent", "sim s"},
+  // Staleness (asynchronous gossip) and participation (churn) columns only when they have values.
+  const bool stale = !std::isnan(r.summary.back().staleness_mean.mean);
+  const bool part = !std::isnan(r.summary.back().participation.mean);
+  std::vector<std::string> cols = {"iter", "loss", "||grad f(xbar)||", "||grad f(x_pi)||", "consensus", "test acc",
+                                   "MB sent", "sim s"};
+  if (stale) cols.insert(cols.end(), {"staleness", "max stale"});
+  if (part) cols.emplace_back("present");
+  Table t(cols,
           fmt::format("{} on {} ({} nodes, d = {}), {} over {}; mean{} over {} seed{}", r.algorithm, r.problem, r.nodes,
                       r.dim, a.batch > 0 ? fmt::format("batch {}", a.batch) : "exact gradients", r.graph,
                       spread ? " ± std" : "", a.seeds, a.seeds == 1 ? "" : "s"));
@@ -377,11 +416,31 @@ void run_run(Context& ctx, const GossipRunArgs& a) {
   for (size_t k = 0; k < total; ++k) {
     if (k % stride != 0 && k + 1 != total) continue;
     const dc::SummaryPoint& p = r.summary[k];
-    t.add_row({std::to_string(p.iter), fmt_stat(p.loss, spread), fmt_stat(p.grad_norm, spread),
-               fmt_stat(p.grad_norm_pi, spread), fmt_stat(p.consensus, false), fmt_stat(p.accuracy, false),
-               fmt::format("{:.4g}", p.bytes.mean / 1e6), fmt_stat(p.sim_time, false)});
+    std::vector<std::string> row = {std::to_string(p.iter),         fmt_stat(p.loss, spread),
+                                    fmt_stat(p.grad_norm, spread),  fmt_stat(p.grad_norm_pi, spread),
+                                    fmt_stat(p.consensus, false),   fmt_stat(p.accuracy, false),
+                                    fmt::format("{:.4g}", p.bytes.mean / 1e6), fmt_stat(p.sim_time, false)};
+    if (stale) row.insert(row.end(), {fmt_stat(p.staleness_mean, false), fmt_stat(p.staleness_max, false)});
+    if (part) row.push_back(fmt_stat(p.participation, false));
+    t.add_row(row);
   }
   ctx.out << t.render();
+}
+
+void run_run(Context& ctx, const GossipRunArgs& a) {
+  const std::unique_ptr<dc::MpiRuntime> mpi = start_runtime(a.runtime);
+  if (mpi == nullptr || mpi->is_root()) {
+    run_body(ctx, a, mpi.get());
+    return;
+  }
+  // The other ranks compute their nodes silently. Bad input is met by every rank alike, at the same point
+  // (the same command line and files), before any exchange: rank 0 alone reports it and exits with 2, which
+  // mpirun returns. The others exit 0: a non-zero exit makes mpirun kill the job, rank 0's report with it.
+  try {
+    run_body(ctx, a, mpi.get());
+  } catch (const InputError&) {
+    ctx.exit_code = 0;
+  }
 }
 
 std::vector<int64_t> parse_int_list(const std::string& text, const Where& where) {
@@ -430,12 +489,13 @@ void run_sweep(Context& ctx, const GossipRunArgs& a) {
   const size_t cells = nodes.size() * families.size() * algos.size();
   ProgressBar bar("gossip sweep", cells * 1000, ProgressOptions{ctx.global.quiet});
   Table t({"nodes", "topology", "algo", "final loss", "||grad f(xbar)||", "||grad f(x_pi)||", "consensus", "test acc",
-           "MB sent"},
+           "MB sent", "sim s"},
           fmt::format("{}; final values after {} iterations, mean ± std over {} seed{}", a.problem, a.iters, a.seeds,
                       a.seeds == 1 ? "" : "s"));
   Json rows = Json::array();
   std::string csv = "nodes,topology,algo,loss_mean,loss_std,grad_norm_mean,grad_norm_std,grad_norm_min,grad_norm_max,"
-                    "grad_norm_pi_mean,consensus_mean,test_accuracy_mean,bytes_mean\n";
+                    "grad_norm_pi_mean,consensus_mean,test_accuracy_mean,bytes_mean,sim_time_s_mean,staleness_mean,"
+                    "participation_mean\n";
   size_t cell = 0;
   for (int64_t n : nodes) {
     for (const std::string& fam : families) {
@@ -456,17 +516,18 @@ void run_sweep(Context& ctx, const GossipRunArgs& a) {
         const dc::SummaryPoint& f = r.summary.back();
         t.add_row({std::to_string(n), fam, r.algorithm, fmt_stat(f.loss, a.seeds > 1), fmt_stat(f.grad_norm, a.seeds > 1),
                    fmt_stat(f.grad_norm_pi, a.seeds > 1), fmt_stat(f.consensus, false), fmt_stat(f.accuracy, false),
-                   fmt::format("{:.4g}", f.bytes.mean / 1e6)});
+                   fmt::format("{:.4g}", f.bytes.mean / 1e6), fmt_stat(f.sim_time, false)});
         Json row = point_json(f);
         row["nodes"] = n;
         row["topology"] = fam;
         row["algo"] = r.algorithm;
         rows.push_back(row);
         const auto num = [](double v) { return std::isnan(v) ? std::string() : fmt::format("{:.17g}", v); };
-        csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", n, fam, r.algorithm, num(f.loss.mean),
+        csv += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", n, fam, r.algorithm, num(f.loss.mean),
                            num(f.loss.std), num(f.grad_norm.mean), num(f.grad_norm.std), num(f.grad_norm.min),
                            num(f.grad_norm.max), num(f.grad_norm_pi.mean), num(f.consensus.mean), num(f.accuracy.mean),
-                           num(f.bytes.mean));
+                           num(f.bytes.mean), num(f.sim_time.mean), num(f.staleness_mean.mean),
+                           num(f.participation.mean));
       }
     }
   }
@@ -482,6 +543,29 @@ void run_sweep(Context& ctx, const GossipRunArgs& a) {
     return;
   }
   ctx.out << t.render();
+}
+
+struct DevicesArgs {
+  int64_t devices = 100;
+  uint64_t seed = 1;
+  std::string churn;
+  std::string horizon = "1 h";
+  std::string out;
+};
+
+void run_devices(Context& ctx, const DevicesArgs& a) {
+  dc::SyntheticDeviceSpec s;
+  s.devices = a.devices;
+  s.seed = a.seed;
+  if (!a.churn.empty()) s.churn = dc::parse_churn(a.churn, kCl.with_key("--churn"));
+  s.horizon_s = parse_time_positive(a.horizon, kCl.with_key("--horizon")).to_seconds();
+  const std::string text = dc::format_device_trace(dc::synthetic_device_trace(s, kCl));
+  if (a.out.empty()) {
+    ctx.out << text;
+  } else {
+    io::write_file_atomic(a.out, text);
+    if (!ctx.global.quiet) ctx.out << fmt::format("wrote {} devices to {}\n", a.devices, a.out);
+  }
 }
 
 void run_list(Context& ctx) {
@@ -537,6 +621,21 @@ void add_run_options(CLI::App* cmd, GossipRunArgs& a) {
   cmd->add_option("--node-speed-cv", a.node_speed_cv, "CV of the per-node lognormal slowdown (0: identical nodes)");
   cmd->add_option("--link-latency", a.link_latency, "per-message latency, e.g. '50 us'")->type_name("TIME");
   cmd->add_option("--link-bandwidth", a.link_bandwidth, "per-link bandwidth, e.g. '10 Gb/s'")->type_name("RATE");
+  cmd->add_option("--heterogeneity", a.heterogeneity,
+                  "per-node compute and per-link/node network: KEY=DIST,... with keys compute (per sample), latency, "
+                  "bandwidth (per link), uplink, downlink (per node) and DIST V | fixed:V | uniform:LO:HI | "
+                  "lognormal:MEAN:CV, e.g. compute=lognormal:20us:1,latency=50us")
+      ->type_name("SPEC");
+  cmd->add_option("--device-trace", a.device_trace,
+                  "FedScale-style device trace CSV (device_id, compute_ms_per_sample, bandwidth_kbps or up/down_kbps, "
+                  "availability); node i takes row i mod rows")
+      ->type_name("FILE");
+  cmd->add_option("--churn", a.churn, "availability churn FRACTION[:MEAN_OFF]: unavailable fraction, mean unavailable "
+                                      "period (default 1 s), e.g. 0.2:2s")
+      ->type_name("SPEC");
+  cmd->add_option("--time", a.time_mode, "gossip time: sync (slowest in-neighbour gates) or async (event-driven, "
+                                         "push-sum and dsgd)")
+      ->capture_default_str();
   cmd->add_option("--rounds", a.params.rounds, "mg-pull-diag-gt: gossip rounds R per step")->capture_default_str();
   cmd->add_option("--local-steps", a.params.local_steps, "federated: local SGD steps per client job")->capture_default_str();
   cmd->add_option("--client-fraction", a.params.client_fraction, "fedavg/scaffold: clients sampled per round")->capture_default_str();
@@ -575,6 +674,10 @@ void register_gossip_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Ac
   run->add_option("--topology", r->topology, "graph spec as in `gossip topo`, e.g. exponential:16")->type_name("SPEC");
   run->add_option("--nodes", r->nodes, "federated algorithms: number of clients when no --topology is given");
   add_run_options(run, *r);
+  run->add_option("--runtime", r->runtime,
+                  "in-process, or mpi: one block of nodes per rank under `mpirun -np P orrery gossip run --runtime mpi "
+                  "...`, same iterates (docs/decentral_algorithms.md)")
+      ->capture_default_str();
   actions.emplace_back(run, [r](Context& ctx) { run_run(ctx, *r); });
 
   auto s = std::make_shared<GossipRunArgs>();
@@ -585,6 +688,16 @@ void register_gossip_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Ac
   sweep->add_option("--nodes", s->node_list, "comma-separated node counts (1 = a single node)")->capture_default_str();
   add_run_options(sweep, *s);
   actions.emplace_back(sweep, [s](Context& ctx) { run_sweep(ctx, *s); });
+
+  auto dv = std::make_shared<DevicesArgs>();
+  CLI::App* devices = gossip->add_subcommand("devices", "write a synthetic FedScale-style device trace (CSV)");
+  devices->add_option("--devices", dv->devices, "number of devices")->capture_default_str();
+  devices->add_option("--seed", dv->seed, "seed of the draws")->capture_default_str();
+  devices->add_option("--churn", dv->churn, "availability FRACTION[:MEAN_OFF] (default: always available)")->type_name("SPEC");
+  devices->add_option("--horizon", dv->horizon, "length of the availability trace; it repeats with this period")
+      ->capture_default_str();
+  devices->add_option("--out", dv->out, "write the trace to FILE (atomically) instead of stdout")->type_name("FILE");
+  actions.emplace_back(devices, [dv](Context& ctx) { run_devices(ctx, *dv); });
 
   CLI::App* list = gossip->add_subcommand("list", "the algorithm registry: names, mixing needs, citations");
   actions.emplace_back(list, [](Context& ctx) { run_list(ctx); });

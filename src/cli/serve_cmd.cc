@@ -1,6 +1,8 @@
 // `orrery serve`: simulate an LLM serving replica on a request trace or a synthetic workload (TTFT, TPOT,
 // ITL, throughput, goodput, preemptions, KV utilization); `orrery serve fluid`: the WAIT paper's fluid
-// equilibrium; `orrery serve list`: the schedulers and execution-time models. docs/serving.md.
+// equilibrium; `orrery serve list`: the schedulers, routers and execution-time models. With --replicas or
+// --disagg, a cluster of replicas behind a router (serve/cluster.h). docs/serving.md.
+#include <charconv>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -11,11 +13,13 @@
 
 #include "cli/app.h"
 #include "cli/output.h"
+#include "cli/train_common.h"
 #include "core/progress.h"
 #include "core/strings.h"
 #include "core/unit_parse.h"
 #include "io/atomic_file.h"
 #include "io/trace_reader.h"
+#include "serve/cluster.h"
 #include "serve/fluid.h"
 #include "serve/serving_run_reader.h"
 #include "serve/simulator.h"
@@ -73,6 +77,15 @@ struct ServeArgs {
   int64_t nested_cap = 0;
   int64_t nested_segments = 4;
   std::string time_limit;
+  // Cluster (serve/cluster.h).
+  int64_t replicas = 1;
+  std::string router = "round-robin";
+  std::string disagg;  // "P:D"
+  std::string decode_gpu;
+  int64_t decode_tp = 0;  // 0: --tp
+  std::string decode_router = "least-outstanding";
+  std::string placement = "packed";
+  std::string node;
 };
 
 // Everything a run needs, resolved from the arguments.
@@ -191,6 +204,19 @@ void add_serve_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--nested-cap", a.nested_cap, "nested-wait: batch cap tl (default: from the fluid model)");
   cmd->add_option("--nested-segments", a.nested_segments, "nested-wait: segments L")->capture_default_str();
   cmd->add_option("--time-limit", a.time_limit, "stop the simulation at this simulated time (e.g. '1 h')");
+  cmd->add_option("--replicas", a.replicas, "replicas behind the router (colocated prefill and decode)")
+      ->capture_default_str();
+  cmd->add_option("--router", a.router, "round-robin | least-outstanding | least-kv | prefix-aware")
+      ->capture_default_str();
+  cmd->add_option("--disagg", a.disagg, "disaggregated prefill:decode replicas, e.g. 1:1 (DistServe, Splitwise)")
+      ->type_name("P:D");
+  cmd->add_option("--decode-gpu", a.decode_gpu, "--disagg: GPU of the decode replicas (default: --gpu)");
+  cmd->add_option("--decode-tp", a.decode_tp, "--disagg: TP of the decode replicas (default: --tp)");
+  cmd->add_option("--decode-router", a.decode_router, "--disagg: router from the prefill to the decode pool")
+      ->capture_default_str();
+  cmd->add_option("--placement", a.placement, "--disagg: packed (prefill pool, then decode pool) | interleaved")
+      ->capture_default_str();
+  cmd->add_option("--node", a.node, "catalog node of --gpu (KV-transfer links; default: the first node with that GPU)");
 }
 
 // True when `path` opens and starts with the serving-run header (../shared/data/serving-runs).
@@ -310,11 +336,12 @@ sv::LinearFit linear_params(const ServeArgs& a, const Setup& s, const StreamStat
 
 class Recorder final : public sv::SimObserver {
  public:
-  Recorder(const ServeArgs& a, std::optional<int64_t> total, bool quiet)
-      : csv_(!a.requests_csv.empty()), trace_(!a.trace_out.empty()), limit_(a.trace_limit) {
+  Recorder(const ServeArgs& a, std::optional<int64_t> total, bool quiet, bool cluster = false)
+      : csv_(!a.requests_csv.empty()), trace_(!a.trace_out.empty()), cluster_(cluster), limit_(a.trace_limit) {
     if (csv_) {
       rows_ = "id,arrival_s,prompt_tokens,output_tokens,status,first_scheduled_s,first_token_s,finish_s,ttft_s,tpot_s,"
-              "e2el_s,preemptions,restarts,wasted_tokens\n";
+              "e2el_s,preemptions,restarts,wasted_tokens";
+      rows_ += cluster_ ? ",replica,prefill_replica\n" : "\n";
     }
     if (total) bar_ = std::make_unique<ProgressBar>("serve", static_cast<uint64_t>(*total), ProgressOptions{quiet});
   }
@@ -332,9 +359,13 @@ class Recorder final : public sv::SimObserver {
         tpot = fmt::format("{:.6f}", (r.finish - r.first_token).to_seconds() / static_cast<double>(q.output_tokens - 1));
       }
     }
-    rows_ += fmt::format("{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{}\n", q.id, q.arrival.to_seconds(), q.prompt_tokens,
+    rows_ += fmt::format("{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{}", q.id, q.arrival.to_seconds(), q.prompt_tokens,
                          q.output_tokens, sv::to_string(r.status), t(r.first_scheduled), t(r.first_token), t(r.finish),
                          ttft, tpot, e2el, r.preemptions, r.restarts, r.wasted_tokens);
+    if (cluster_) {
+      rows_ += fmt::format(",{},{}", r.replica, r.prefill_replica >= 0 ? std::to_string(r.prefill_replica) : "");
+    }
+    rows_ += "\n";
   }
   void on_iteration(const sv::IterationRecord& it) override {
     if (!trace_) return;
@@ -347,7 +378,7 @@ class Recorder final : public sv::SimObserver {
                            {"ph", "X"},
                            {"ts", it.start.to_us()},
                            {"dur", it.duration.to_us()},
-                           {"pid", 0},
+                           {"pid", it.replica},
                            {"tid", 0},
                            {"args",
                             {{"seqs", it.seqs},
@@ -361,8 +392,18 @@ class Recorder final : public sv::SimObserver {
     events_.push_back(Json{{"name", "kv_blocks"},
                            {"ph", "C"},
                            {"ts", it.start.to_us()},
-                           {"pid", 0},
+                           {"pid", it.replica},
                            {"args", {{"used", it.used_blocks}, {"waiting", it.waiting}}}});
+  }
+  // Cluster traces: one named process row per replica ("replica 3 (decode)").
+  void name_replicas(const std::vector<sv::ReplicaSummary>& replicas) {
+    if (!trace_) return;
+    for (const sv::ReplicaSummary& x : replicas) {
+      events_.push_back(Json{{"name", "process_name"},
+                             {"ph", "M"},
+                             {"pid", x.index},
+                             {"args", {{"name", fmt::format("replica {} ({})", x.index, sv::to_string(x.role))}}}});
+    }
   }
   void write(const ServeArgs& a) {
     if (bar_) bar_->finish();
@@ -378,6 +419,7 @@ class Recorder final : public sv::SimObserver {
  private:
   bool csv_;
   bool trace_;
+  bool cluster_;
   int64_t limit_;
   std::string rows_;
   Json events_ = Json::array();
@@ -422,8 +464,7 @@ std::string ms_row(const S& s, double q) {
   return fmt::format("{:.2f}", (q < 0 ? s.mean() : s.quantile(q)) * 1e3);
 }
 
-void run_serve(Context& ctx, const ServeArgs& a) {
-  Setup s = make_setup(ctx, a);
+sv::SchedulerConfig scheduler_config(const ServeArgs& a) {
   sv::SchedulerConfig sc;
   sc.max_seqs = a.max_seqs;
   sc.max_batched_tokens = a.max_batched_tokens;
@@ -446,28 +487,166 @@ void run_serve(Context& ctx, const ServeArgs& a) {
   sc.wait_margin = a.wait_margin;
   sc.nested_cap = a.nested_cap;
   sc.nested_segments = a.nested_segments;
-  std::optional<sv::LinearFit> fit;
-  if (a.scheduler == "wait" || a.scheduler == "nested-wait") {
-    std::unique_ptr<sv::RequestSource> pre = open_source(a, nullptr);
-    const StreamStats st = stream_stats(*pre, 100000);
-    fit = linear_params(a, s, st, a.max_batched_tokens);
-    sc.types = st.types;
-    sc.d0_s = fit->d0_s;
-    sc.d1_s = fit->d1_s;
-    sc.max_output = st.max_output;
-    if (a.scheduler == "nested-wait" && sc.nested_cap == 0 && st.requests > 0) {
-      // tl = the fluid WAIT threshold of the aggregated workload, spread over its mean decode length.
-      const sv::TypeStats all{st.rate, st.mean_prompt, st.mean_output, st.max_output};
-      const int64_t n = sv::wait_thresholds({all}, fit->d0_s, fit->d1_s, a.wait_margin, s.capacity_tokens)[0];
-      sc.nested_cap = std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(n) * st.mean_output)));
-    }
-  }
-  std::unique_ptr<sv::Scheduler> sched = sv::make_scheduler(a.scheduler, sc, kCl.with_key("--scheduler"));
+  return sc;
+}
 
+// WAIT and Nested WAIT: per-type rates and lengths from a first pass over the stream, scaled by `share`
+// (the fraction of the stream one replica sees), and the linear fit of the execution model.
+std::optional<sv::LinearFit> fit_wait(const ServeArgs& a, const Setup& s, sv::SchedulerConfig& sc, double share) {
+  if (a.scheduler != "wait" && a.scheduler != "nested-wait") return std::nullopt;
+  std::unique_ptr<sv::RequestSource> pre = open_source(a, nullptr);
+  StreamStats st = stream_stats(*pre, 100000);
+  st.rate *= share;
+  for (sv::TypeStats& t : st.types) t.rate *= share;
+  const sv::LinearFit fit = linear_params(a, s, st, a.max_batched_tokens);
+  sc.types = st.types;
+  sc.d0_s = fit.d0_s;
+  sc.d1_s = fit.d1_s;
+  sc.max_output = st.max_output;
+  if (a.scheduler == "nested-wait" && sc.nested_cap == 0 && st.requests > 0) {
+    // tl = the fluid WAIT threshold of the aggregated workload, spread over its mean decode length.
+    const sv::TypeStats all{st.rate, st.mean_prompt, st.mean_output, st.max_output};
+    const int64_t n = sv::wait_thresholds({all}, fit.d0_s, fit.d1_s, a.wait_margin, s.capacity_tokens)[0];
+    sc.nested_cap = std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(n) * st.mean_output)));
+  }
+  return fit;
+}
+
+sv::SimOptions sim_options(const ServeArgs& a) {
   sv::SimOptions so;
   so.slo.ttft = parse_time(a.slo_ttft, kCl.with_key("--slo-ttft"));
   so.slo.tpot = parse_time(a.slo_tpot, kCl.with_key("--slo-tpot"));
   if (!a.time_limit.empty()) so.time_limit = parse_time_positive(a.time_limit, kCl.with_key("--time-limit"));
+  return so;
+}
+
+Json config_json(const ServeArgs& a, const Setup& s, const sv::SimOptions& so) {
+  return Json{{"model", s.model.name},
+              {"gpu", s.gpu->name},
+              {"tp", a.tp},
+              {"pp", a.pp},
+              {"dtype", a.dtype},
+              {"scheduler", a.scheduler},
+              {"exec_model", a.exec_model},
+              {"workload", a.trace.empty() ? (a.workload.empty() ? "default" : a.workload) : ""},
+              {"trace", a.trace},
+              {"rate", a.rate ? Json(*a.rate) : Json(nullptr)},
+              {"seed", a.seed},
+              {"block_size", a.block_size},
+              {"max_seqs", a.max_seqs},
+              {"max_batched_tokens", a.max_batched_tokens},
+              {"chunk_size", a.chunk_size},
+              {"slo_ttft_s", so.slo.ttft.to_seconds()},
+              {"slo_tpot_s", so.slo.tpot.to_seconds()}};
+}
+
+Json memory_json(const Setup& s) {
+  return Json{{"hbm_bytes", s.plan.hbm.count()},
+              {"usable_bytes", s.plan.usable.count()},
+              {"weights_bytes", s.plan.weights.count()},
+              {"workspace_bytes", s.plan.workspace.count()},
+              {"margin_bytes", s.plan.margin.count()},
+              {"kv_bytes_per_token", s.plan.kv_per_token.count()},
+              {"kv_capacity_tokens", s.capacity_tokens}};
+}
+
+Json result_json(const sv::SimResult& r, int64_t skipped) {
+  return Json{{"arrived", r.arrived},
+              {"completed", r.completed},
+              {"rejected_context", r.rejected_context},
+              {"rejected_kv", r.rejected_kv},
+              {"unfinished", r.unfinished},
+              {"skipped_lines", skipped},
+              {"duration_s", r.duration_s},
+              {"total_input_tokens", r.input_tokens},
+              {"total_output_tokens", r.output_tokens},
+              {"request_throughput", r.request_throughput},
+              {"output_throughput", r.output_throughput},
+              {"total_token_throughput", r.total_token_throughput},
+              {"processed_token_throughput", r.processed_token_throughput},
+              {"goodput", r.goodput},
+              {"good_requests", r.good_requests},
+              {"ttft_ms", summary_json(r.ttft, 1e3)},
+              {"tpot_ms", summary_json(r.tpot, 1e3)},
+              {"itl_ms", summary_json(r.itl, 1e3)},
+              {"e2el_ms", summary_json(r.e2el, 1e3)},
+              {"preemptions", r.counters.preemptions},
+              {"restarts", r.counters.restarts},
+              {"swap_outs", r.counters.swap_outs},
+              {"wasted_tokens", r.counters.wasted_tokens},
+              {"prefix_hit_tokens", r.counters.prefix_hit_tokens},
+              {"iterations", r.iterations},
+              {"batch_size_mean", r.batch_size_mean},
+              {"batch_size_max", r.batch_size_max},
+              {"kv_utilization_mean", r.kv_utilization_mean},
+              {"kv_utilization_max", r.kv_utilization_max},
+              {"peak_requests_held", r.peak_held},
+              {"busy_fraction", r.end > r.first_arrival ? r.busy / (r.end - r.first_arrival) : 0.0}};
+}
+
+Json samples_json(const sv::SimResult& r) {
+  Json samples = Json::array();
+  for (const sv::Sample& x : r.samples) samples.push_back({x.t.to_seconds(), x.kv_utilization, x.batch, x.waiting, x.held});
+  return Json{{"columns", {"t_s", "kv_utilization", "batch", "waiting", "held"}},
+              {"interval_s", r.sample_interval.to_seconds()},
+              {"rows", samples}};
+}
+
+// The metric rows of vLLM's benchmark report (and ours) for a run.
+void add_result_rows(Table& t, const sv::SimResult& r, const sv::SimOptions& so, int64_t skipped) {
+  t.add_row({"successful requests", std::to_string(r.completed)});
+  if (r.rejected_context + r.rejected_kv > 0) {
+    t.add_row({"rejected (context / KV)", fmt::format("{} / {}", r.rejected_context, r.rejected_kv)});
+  }
+  if (r.unfinished > 0) t.add_row({"unfinished", std::to_string(r.unfinished)});
+  if (skipped > 0) t.add_row({"skipped trace lines", std::to_string(skipped)});
+  t.add_row({"duration (s)", fmt::format("{:.2f}", r.duration_s)});
+  t.add_row({"total input tokens", std::to_string(r.input_tokens)});
+  t.add_row({"total generated tokens", std::to_string(r.output_tokens)});
+  t.add_row({"request throughput (req/s)", fmt::format("{:.2f}", r.request_throughput)});
+  t.add_row({"output token throughput (tok/s)", fmt::format("{:.2f}", r.output_throughput)});
+  t.add_row({"total token throughput (tok/s)", fmt::format("{:.2f}", r.total_token_throughput)});
+  t.add_row({"processed token throughput (tok/s)", fmt::format("{:.2f}", r.processed_token_throughput)});
+  t.add_row({fmt::format("goodput (req/s, TTFT <= {} s, TPOT <= {} ms)", so.slo.ttft.to_seconds(), so.slo.tpot.to_ms()),
+             fmt::format("{:.2f}", r.goodput)});
+  auto latency_row = [&t](const char* name, const auto& sum) {
+    t.add_row({fmt::format("{} mean / p50 / p90 / p99 (ms)", name),
+               fmt::format("{} / {} / {} / {}", ms_row(sum, -1), ms_row(sum, 0.5), ms_row(sum, 0.9), ms_row(sum, 0.99))});
+  };
+  latency_row("TTFT", r.ttft);
+  latency_row("TPOT", r.tpot);
+  latency_row("ITL", r.itl);
+  latency_row("E2EL", r.e2el);
+  t.add_row({"preemptions (restarts / swaps)",
+             fmt::format("{} ({} / {})", r.counters.preemptions, r.counters.restarts, r.counters.swap_outs)});
+  t.add_row({"wasted tokens (recomputed)", std::to_string(r.counters.wasted_tokens)});
+  if (r.counters.prefix_hit_tokens > 0) t.add_row({"prefix cache hit tokens", std::to_string(r.counters.prefix_hit_tokens)});
+  t.add_row({"iterations", std::to_string(r.iterations)});
+  t.add_row({"batch size mean / max", fmt::format("{:.1f} / {}", r.batch_size_mean, r.batch_size_max)});
+  t.add_row({"KV utilization mean / max", fmt::format("{:.1f}% / {:.1f}%", 100 * r.kv_utilization_mean, 100 * r.kv_utilization_max)});
+}
+
+void note_rejections(Context& ctx, const sv::SimResult& r, const Setup& s) {
+  const int64_t rejected = r.rejected_context + r.rejected_kv;
+  if (rejected > 0 && !ctx.global.quiet) {
+    std::cerr << fmt::format("orrery: note: {} requests rejected ({} longer than the context of {} tokens, {} larger than "
+                             "the KV capacity of {} tokens); --requests-csv lists them\n",
+                             rejected, r.rejected_context, s.replica.context_limit(), r.rejected_kv, s.capacity_tokens);
+  }
+}
+
+void run_cluster(Context& ctx, const ServeArgs& a);
+
+void run_serve(Context& ctx, const ServeArgs& a) {
+  if (a.replicas != 1 || !a.disagg.empty()) {
+    run_cluster(ctx, a);
+    return;
+  }
+  Setup s = make_setup(ctx, a);
+  sv::SchedulerConfig sc = scheduler_config(a);
+  const std::optional<sv::LinearFit> fit = fit_wait(a, s, sc, 1.0);
+  std::unique_ptr<sv::Scheduler> sched = sv::make_scheduler(a.scheduler, sc, kCl.with_key("--scheduler"));
+  const sv::SimOptions so = sim_options(a);
 
   io::TraceReader* reader = nullptr;
   std::unique_ptr<sv::RequestSource> src = open_source(a, &reader);
@@ -479,115 +658,220 @@ void run_serve(Context& ctx, const ServeArgs& a) {
   const sv::SimResult r = sv::simulate(*src, s.replica, s.plan, *sched, *s.exec, so, obs);
   rec.write(a);
   const int64_t skipped = reader != nullptr ? reader->skipped_lines() : 0;
-  const int64_t rejected = r.rejected_context + r.rejected_kv;
 
   if (ctx.global.json) {
     Json j = envelope("serve");
-    j["config"] = {{"model", s.model.name},
-                   {"gpu", s.gpu->name},
-                   {"tp", a.tp},
-                   {"pp", a.pp},
-                   {"dtype", a.dtype},
-                   {"scheduler", a.scheduler},
-                   {"exec_model", a.exec_model},
-                   {"workload", a.trace.empty() ? (a.workload.empty() ? "default" : a.workload) : ""},
-                   {"trace", a.trace},
-                   {"rate", a.rate ? Json(*a.rate) : Json(nullptr)},
-                   {"seed", a.seed},
-                   {"block_size", a.block_size},
-                   {"max_seqs", a.max_seqs},
-                   {"max_batched_tokens", a.max_batched_tokens},
-                   {"chunk_size", a.chunk_size},
-                   {"slo_ttft_s", so.slo.ttft.to_seconds()},
-                   {"slo_tpot_s", so.slo.tpot.to_seconds()}};
-    j["memory"] = {{"hbm_bytes", s.plan.hbm.count()},
-                   {"usable_bytes", s.plan.usable.count()},
-                   {"weights_bytes", s.plan.weights.count()},
-                   {"workspace_bytes", s.plan.workspace.count()},
-                   {"margin_bytes", s.plan.margin.count()},
-                   {"kv_bytes_per_token", s.plan.kv_per_token.count()},
-                   {"kv_capacity_tokens", s.capacity_tokens}};
+    j["config"] = config_json(a, s, so);
+    j["memory"] = memory_json(s);
     if (fit) j["linear_fit"] = {{"d0_s", fit->d0_s}, {"d1_s_per_token", fit->d1_s}};
-    Json samples = Json::array();
-    for (const sv::Sample& x : r.samples) {
-      samples.push_back({x.t.to_seconds(), x.kv_utilization, x.batch, x.waiting, x.held});
-    }
-    j["result"] = {{"arrived", r.arrived},
-                   {"completed", r.completed},
-                   {"rejected_context", r.rejected_context},
-                   {"rejected_kv", r.rejected_kv},
-                   {"unfinished", r.unfinished},
-                   {"skipped_lines", skipped},
-                   {"duration_s", r.duration_s},
-                   {"total_input_tokens", r.input_tokens},
-                   {"total_output_tokens", r.output_tokens},
-                   {"request_throughput", r.request_throughput},
-                   {"output_throughput", r.output_throughput},
-                   {"total_token_throughput", r.total_token_throughput},
-                   {"processed_token_throughput", r.processed_token_throughput},
-                   {"goodput", r.goodput},
-                   {"good_requests", r.good_requests},
-                   {"ttft_ms", summary_json(r.ttft, 1e3)},
-                   {"tpot_ms", summary_json(r.tpot, 1e3)},
-                   {"itl_ms", summary_json(r.itl, 1e3)},
-                   {"e2el_ms", summary_json(r.e2el, 1e3)},
-                   {"preemptions", r.counters.preemptions},
-                   {"restarts", r.counters.restarts},
-                   {"swap_outs", r.counters.swap_outs},
-                   {"wasted_tokens", r.counters.wasted_tokens},
-                   {"prefix_hit_tokens", r.counters.prefix_hit_tokens},
-                   {"iterations", r.iterations},
-                   {"batch_size_mean", r.batch_size_mean},
-                   {"batch_size_max", r.batch_size_max},
-                   {"kv_utilization_mean", r.kv_utilization_mean},
-                   {"kv_utilization_max", r.kv_utilization_max},
-                   {"peak_requests_held", r.peak_held},
-                   {"busy_fraction", r.end > r.first_arrival ? r.busy / (r.end - r.first_arrival) : 0.0}};
-    j["samples"] = {{"columns", {"t_s", "kv_utilization", "batch", "waiting", "held"}},
-                    {"interval_s", r.sample_interval.to_seconds()},
-                    {"rows", samples}};
+    j["result"] = result_json(r, skipped);
+    j["samples"] = samples_json(r);
     ctx.out << io::dump_json(j);
   } else {
     Table t({"metric", "value"},
             fmt::format("{} on {} (TP {} PP {}), scheduler {}, {} model; KV capacity {} tokens", s.model.name,
                         s.gpu->name, a.tp, a.pp, a.scheduler, a.exec_model, s.capacity_tokens));
-    t.add_row({"successful requests", std::to_string(r.completed)});
-    if (rejected > 0) {
-      t.add_row({"rejected (context / KV)", fmt::format("{} / {}", r.rejected_context, r.rejected_kv)});
-    }
-    if (r.unfinished > 0) t.add_row({"unfinished", std::to_string(r.unfinished)});
-    if (skipped > 0) t.add_row({"skipped trace lines", std::to_string(skipped)});
-    t.add_row({"duration (s)", fmt::format("{:.2f}", r.duration_s)});
-    t.add_row({"total input tokens", std::to_string(r.input_tokens)});
-    t.add_row({"total generated tokens", std::to_string(r.output_tokens)});
-    t.add_row({"request throughput (req/s)", fmt::format("{:.2f}", r.request_throughput)});
-    t.add_row({"output token throughput (tok/s)", fmt::format("{:.2f}", r.output_throughput)});
-    t.add_row({"total token throughput (tok/s)", fmt::format("{:.2f}", r.total_token_throughput)});
-    t.add_row({"processed token throughput (tok/s)", fmt::format("{:.2f}", r.processed_token_throughput)});
-    t.add_row({fmt::format("goodput (req/s, TTFT <= {} s, TPOT <= {} ms)", so.slo.ttft.to_seconds(), so.slo.tpot.to_ms()),
-               fmt::format("{:.2f}", r.goodput)});
-    auto latency_row = [&t](const char* name, const auto& sum) {
-      t.add_row({fmt::format("{} mean / p50 / p90 / p99 (ms)", name),
-                 fmt::format("{} / {} / {} / {}", ms_row(sum, -1), ms_row(sum, 0.5), ms_row(sum, 0.9), ms_row(sum, 0.99))});
-    };
-    latency_row("TTFT", r.ttft);
-    latency_row("TPOT", r.tpot);
-    latency_row("ITL", r.itl);
-    latency_row("E2EL", r.e2el);
-    t.add_row({"preemptions (restarts / swaps)",
-               fmt::format("{} ({} / {})", r.counters.preemptions, r.counters.restarts, r.counters.swap_outs)});
-    t.add_row({"wasted tokens (recomputed)", std::to_string(r.counters.wasted_tokens)});
-    if (r.counters.prefix_hit_tokens > 0) t.add_row({"prefix cache hit tokens", std::to_string(r.counters.prefix_hit_tokens)});
-    t.add_row({"iterations", std::to_string(r.iterations)});
-    t.add_row({"batch size mean / max", fmt::format("{:.1f} / {}", r.batch_size_mean, r.batch_size_max)});
-    t.add_row({"KV utilization mean / max", fmt::format("{:.1f}% / {:.1f}%", 100 * r.kv_utilization_mean, 100 * r.kv_utilization_max)});
+    add_result_rows(t, r, so, skipped);
     ctx.out << t.render();
   }
-  if (rejected > 0 && !ctx.global.quiet) {
-    std::cerr << fmt::format("orrery: note: {} requests rejected ({} longer than the context of {} tokens, {} larger than "
-                             "the KV capacity of {} tokens); --requests-csv lists them\n",
-                             rejected, r.rejected_context, s.replica.context_limit(), r.rejected_kv, s.capacity_tokens);
+  note_rejections(ctx, r, s);
+}
+
+// ---- cluster: --replicas N, --router, --disagg P:D ----
+
+// P and D of --disagg "P:D".
+std::pair<int64_t, int64_t> parse_disagg(const std::string& text) {
+  const Where w = kCl.with_key("--disagg");
+  const size_t colon = text.find(':');
+  auto number = [&](std::string_view part) {
+    int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (ec != std::errc() || ptr != part.data() + part.size() || v < 1) {
+      throw InputError(w, "expected P:D with P, D >= 1 replicas (e.g. 1:1 or 2:3), got '" + text + "'");
+    }
+    return v;
+  };
+  if (colon == std::string::npos) {
+    throw InputError(w, "expected P:D with P, D >= 1 replicas (e.g. 1:1 or 2:3), got '" + text + "'");
   }
+  return {number(std::string_view(text).substr(0, colon)), number(std::string_view(text).substr(colon + 1))};
+}
+
+sv::Placement parse_placement(const std::string& text) {
+  if (text == "packed") return sv::Placement::kPacked;
+  if (text == "interleaved") return sv::Placement::kInterleaved;
+  throw InputError(kCl.with_key("--placement"), "expected packed or interleaved, got '" + text + "'",
+                   suggest(text, {"packed", "interleaved"}));
+}
+
+std::string router_name(const std::string& name, const char* flag) {
+  const std::vector<std::string> names = sv::router_names();
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    throw InputError(kCl.with_key(flag), "unknown router '" + name + "'", suggest(name, names));
+  }
+  return name;
+}
+
+sv::PoolSpec make_pool(Context& ctx, const ServeArgs& a, const Setup& s, sv::ReplicaRole role, int64_t replicas,
+                       const sv::SchedulerConfig& sc) {
+  sv::PoolSpec p;
+  p.role = role;
+  p.replicas = replicas;
+  p.replica = s.replica;
+  p.plan = s.plan;
+  p.exec = s.exec.get();
+  p.scheduler = a.scheduler;
+  p.scheduler_config = sc;
+  // --node names the machine of --gpu; a decode pool of another GPU takes the first node holding it.
+  const bool other_gpu = role == sv::ReplicaRole::kDecode && s.gpu->name != a.gpu;
+  p.link = sv::NodeLink::from_catalog(*s.gpu, training_node(ctx.catalog().hw, *s.gpu, other_gpu ? "" : a.node));
+  return p;
+}
+
+Json replicas_json(const sv::ClusterResult& cr) {
+  Json out = Json::array();
+  for (const sv::ReplicaSummary& x : cr.replicas) {
+    out.push_back({{"index", x.index},
+                   {"role", sv::to_string(x.role)},
+                   {"requests", x.stats.admitted},
+                   {"finished", x.stats.finished},
+                   {"request_throughput", x.request_throughput},
+                   {"iterations", x.stats.iterations},
+                   {"batch_size_mean", x.stats.iterations > 0 ? x.stats.batch_sum / static_cast<double>(x.stats.iterations) : 0.0},
+                   {"kv_utilization_mean", x.kv_utilization_mean},
+                   {"kv_utilization_max", x.stats.kv_utilization_max},
+                   {"busy_fraction", x.busy_fraction},
+                   {"preemptions", x.counters.preemptions},
+                   {"prefix_hit_tokens", x.counters.prefix_hit_tokens},
+                   {"prefill_tokens", x.counters.prefill_tokens},
+                   {"decode_tokens", x.counters.decode_tokens}});
+  }
+  return out;
+}
+
+void run_cluster(Context& ctx, const ServeArgs& a) {
+  if (a.replicas < 1) throw InputError(kCl.with_key("--replicas"), fmt::format("must be >= 1, got {}", a.replicas));
+  const bool disagg = !a.disagg.empty();
+  if (disagg && a.replicas != 1) {
+    throw InputError(kCl.with_key("--replicas"), "give either --replicas N (colocated) or --disagg P:D, not both");
+  }
+  const auto [prefill_n, decode_n] = disagg ? parse_disagg(a.disagg) : std::pair<int64_t, int64_t>{a.replicas, 0};
+  sv::ClusterSpec spec;
+  spec.router = router_name(a.router, "--router");
+  spec.decode_router = router_name(a.decode_router, "--decode-router");
+  spec.placement = parse_placement(a.placement);
+  if (disagg && !sv::scheduler_takes_prefilled(a.scheduler)) {
+    throw InputError(kCl.with_key("--scheduler"), "--disagg needs a continuous-batching scheduler, not '" + a.scheduler + "'",
+                     "use vllm, sarathi, orca or sjf");
+  }
+  if (a.decode_tp < 0) throw InputError(kCl.with_key("--decode-tp"), "must be >= 1");
+  if (!disagg && (!a.decode_gpu.empty() || a.decode_tp > 0)) {
+    throw InputError(kCl.with_key(a.decode_gpu.empty() ? "--decode-tp" : "--decode-gpu"), "only with --disagg P:D");
+  }
+
+  Setup s = make_setup(ctx, a);
+  std::unique_ptr<Setup> ds;
+  if (disagg) {
+    ServeArgs d = a;
+    if (!a.decode_gpu.empty()) d.gpu = a.decode_gpu;
+    if (a.decode_tp > 0) d.tp = a.decode_tp;
+    try {
+      // Initialised in place from the returned value: a Setup points into itself (model, replica spec).
+      ds.reset(new Setup(make_setup(ctx, d)));  // NOLINT(cppcoreguidelines-owning-memory)
+    } catch (const InputError& e) {
+      // Name the decode flags, not --gpu / --tp.
+      const std::string& k = e.where().key;
+      if (k != "--gpu" && k != "tp" && k != "--model") throw;
+      const char* flag = k == "--gpu" || (k == "--model" && !a.decode_gpu.empty()) ? "--decode-gpu" : "--decode-tp";
+      throw InputError(kCl.with_key(flag), e.message(), e.hint());
+    }
+  }
+  sv::SchedulerConfig sc = scheduler_config(a);
+  const std::optional<sv::LinearFit> fit = fit_wait(a, s, sc, 1.0 / static_cast<double>(prefill_n));
+  (void)sv::make_scheduler(a.scheduler, sc, kCl.with_key("--scheduler"));  // validates the configuration
+  spec.pools.push_back(make_pool(ctx, a, s, disagg ? sv::ReplicaRole::kPrefill : sv::ReplicaRole::kFull, prefill_n, sc));
+  if (disagg) spec.pools.push_back(make_pool(ctx, a, *ds, sv::ReplicaRole::kDecode, decode_n, sc));
+  spec.validate(kCl);
+  const sv::SimOptions so = sim_options(a);
+
+  io::TraceReader* reader = nullptr;
+  std::unique_ptr<sv::RequestSource> src = open_source(a, &reader);
+  std::optional<int64_t> total;
+  if (a.trace.empty()) total = a.requests.value_or(10000);
+  Recorder rec(a, total, ctx.global.quiet || ctx.global.json, true);
+  RejectGuard guard(rec, s);
+  sv::SimObserver* obs = a.fail_on_reject ? static_cast<sv::SimObserver*>(&guard) : &rec;
+  const sv::ClusterResult cr = sv::simulate_cluster(*src, spec, so, obs);
+  rec.name_replicas(cr.replicas);
+  rec.write(a);
+  const sv::SimResult& r = cr.total;
+  const int64_t skipped = reader != nullptr ? reader->skipped_lines() : 0;
+  const sv::TransferStats& tr = cr.transfers;
+  const std::string decode_gpu = ds ? ds->gpu->name : "";
+  const int64_t decode_tp = ds ? ds->replica.tp : 0;
+
+  if (ctx.global.json) {
+    Json j = envelope("serve");
+    j["config"] = config_json(a, s, so);
+    Json cluster = {{"replicas", spec.replicas()},
+                    {"router", spec.router},
+                    {"disaggregated", disagg}};
+    if (disagg) {
+      cluster["prefill_replicas"] = prefill_n;
+      cluster["decode_replicas"] = decode_n;
+      cluster["decode_gpu"] = decode_gpu;
+      cluster["decode_tp"] = decode_tp;
+      cluster["decode_router"] = spec.decode_router;
+      cluster["placement"] = std::string(sv::to_string(spec.placement));
+    }
+    j["config"]["cluster"] = cluster;
+    j["memory"] = memory_json(s);
+    if (ds) j["decode_memory"] = memory_json(*ds);
+    if (fit) j["linear_fit"] = {{"d0_s", fit->d0_s}, {"d1_s_per_token", fit->d1_s}};
+    j["result"] = result_json(r, skipped);
+    // The busy time of all replicas over replicas x span: the mean fraction of time a replica computes.
+    j["result"]["busy_fraction"] = r.end > r.first_arrival ? r.busy / (r.end - r.first_arrival) /
+                                                                 static_cast<double>(spec.replicas())
+                                                           : 0.0;
+    j["replicas"] = replicas_json(cr);
+    if (disagg) {
+      j["kv_transfer"] = {{"transfers", tr.count},
+                          {"intra_node", tr.intra_node},
+                          {"bytes", tr.bytes.count()},
+                          {"time_ms", summary_json(tr.time, 1e3)},
+                          {"wait_ms", summary_json(tr.wait, 1e3)}};
+    }
+    j["samples"] = samples_json(r);
+    ctx.out << io::dump_json(j);
+  } else {
+    const std::string shape =
+        disagg ? fmt::format("{} prefill ({} TP {}) : {} decode ({} TP {}) replicas, routers {} / {}", prefill_n, s.gpu->name,
+                             a.tp, decode_n, decode_gpu, decode_tp, spec.router, spec.decode_router)
+               : fmt::format("{} replicas of {} (TP {} PP {}), router {}", prefill_n, s.gpu->name, a.tp, a.pp, spec.router);
+    Table t({"metric", "value"}, fmt::format("{}: {}, scheduler {}, {} model; KV capacity {} tokens per replica",
+                                             s.model.name, shape, a.scheduler, a.exec_model, s.capacity_tokens));
+    add_result_rows(t, r, so, skipped);
+    if (disagg) {
+      t.add_row({"KV transfers (over NVLink)", fmt::format("{} ({})", tr.count, tr.intra_node)});
+      t.add_row({"KV bytes moved (GB)", fmt::format("{:.3f}", tr.bytes.to_gb())});
+      t.add_row({"KV transfer mean / p50 / p99 (ms)",
+                 fmt::format("{} / {} / {}", ms_row(tr.time, -1), ms_row(tr.time, 0.5), ms_row(tr.time, 0.99))});
+      t.add_row({"wait for decode KV mean / p99 / max (ms)",
+                 fmt::format("{} / {} / {}", ms_row(tr.wait, -1), ms_row(tr.wait, 0.99),
+                             tr.wait.count() > 0 ? fmt::format("{:.2f}", tr.wait.max() * 1e3) : "-")});
+    }
+    Table per({"replica", "role", "requests", "req/s", "iterations", "batch mean", "KV util mean / max", "busy",
+               "preemptions"});
+    for (const sv::ReplicaSummary& x : cr.replicas) {
+      per.add_row({std::to_string(x.index), std::string(sv::to_string(x.role)), std::to_string(x.stats.admitted),
+                   fmt::format("{:.2f}", x.request_throughput), std::to_string(x.stats.iterations),
+                   fmt::format("{:.1f}", x.stats.iterations > 0 ? x.stats.batch_sum / static_cast<double>(x.stats.iterations) : 0.0),
+                   fmt::format("{:.1f}% / {:.1f}%", 100 * x.kv_utilization_mean, 100 * x.stats.kv_utilization_max),
+                   fmt::format("{:.1f}%", 100 * x.busy_fraction), std::to_string(x.counters.preemptions)});
+    }
+    ctx.out << t.render() << "\n" << per.render();
+  }
+  note_rejections(ctx, r, s);
 }
 
 void run_fluid(Context& ctx, const ServeArgs& a) {
@@ -652,6 +936,9 @@ void run_list(Context& ctx) {
     for (const auto& i : sv::exec_model_registry()) e.push_back({{"name", i.name}, {"description", i.description}, {"citation", i.citation}});
     j["schedulers"] = s;
     j["exec_models"] = e;
+    Json r = Json::array();
+    for (const auto& i : sv::router_registry()) r.push_back({{"name", i.name}, {"description", i.description}, {"citation", i.citation}});
+    j["routers"] = r;
     ctx.out << io::dump_json(j);
     return;
   }
@@ -659,7 +946,9 @@ void run_list(Context& ctx) {
   for (const auto& i : sv::scheduler_registry()) s.add_row({i.name, i.description, i.citation});
   Table e({"exec model", "description", "citation"});
   for (const auto& i : sv::exec_model_registry()) e.add_row({i.name, i.description, i.citation});
-  ctx.out << s.render() << "\n" << e.render();
+  Table r({"router", "description", "citation"});
+  for (const auto& i : sv::router_registry()) r.add_row({i.name, i.description, i.citation});
+  ctx.out << s.render() << "\n" << e.render() << "\n" << r.render();
 }
 
 }  // namespace
@@ -672,7 +961,7 @@ void register_serve_commands(CLI::App& app, std::vector<std::pair<CLI::App*, Act
   CLI::App* fluid = serve->add_subcommand("fluid", "the fluid equilibrium (M*, n*, dT*, largest stable rate) of a workload");
   auto f = std::make_shared<ServeArgs>();
   add_common_options(fluid, *f);
-  CLI::App* list = serve->add_subcommand("list", "the schedulers and execution-time models with citations");
+  CLI::App* list = serve->add_subcommand("list", "the schedulers, execution-time models and routers with citations");
 
   actions.emplace_back(fluid, [f](Context& ctx) { run_fluid(ctx, *f); });
   actions.emplace_back(list, [](Context& ctx) { run_list(ctx); });

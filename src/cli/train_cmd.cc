@@ -1,6 +1,7 @@
 // `orrery train`: memory, step time, throughput, MFU/HFU and a breakdown of one training plan
 // (docs/training.md). Every column of ../shared/validation/training.csv maps onto one flag.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -40,7 +41,13 @@ struct TrainArgs {
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0;
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   bool activation_offload = false, optimizer_offload = false;
+  std::vector<std::string> stragglers;
   std::string trace_out, trace_ranks;
+  // Video diffusion transformers (docs/training.md, "Video diffusion transformers"): the sample whose
+  // token count becomes the sequence length. 0 / empty: the model's own (catalog) sample.
+  int64_t frames = 0, height = 0, width = 0, text_tokens = 0;
+  std::string resolution, vae_compression, patch;
+  bool seq_given = false;
 };
 
 bool parse_yes_no(const std::string& v, const std::string& flag) {
@@ -79,7 +86,93 @@ model::ModelSpec resolve_model(Context& ctx, const TrainArgs& a) {
   return arch == "gpt" ? model::ModelSpec::gpt(g) : model::ModelSpec::llama(g);
 }
 
-tr::Plan make_plan(const TrainArgs& a) {
+// "AxBxC" -> {A, B, C}: exactly n positive integers separated by 'x'; InputError naming the flag.
+std::vector<int64_t> parse_dims(const std::string& text, size_t n, const char* flag, const char* example) {
+  std::vector<int64_t> dims;
+  std::stringstream ss(to_lower(trim(text)));
+  std::string item;
+  bool ok = true;
+  while (std::getline(ss, item, 'x')) {
+    try {
+      size_t used = 0;
+      const int64_t v = std::stoll(item, &used);
+      ok = ok && used == item.size() && v > 0;
+      dims.push_back(v);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || dims.size() != n) {
+    throw InputError(kCl.with_key(flag), fmt::format("expected {} positive integers separated by 'x', e.g. {}; found '{}'",
+                                                     n, example, text));
+  }
+  return dims;
+}
+
+// Applies the video flags to a DiT and returns the sequence length of the run: the DiT's video token
+// count, or --seq for any other model. InputError naming the flag for a geometry that does not divide,
+// for video flags on a model that is not a DiT, and for a --seq that contradicts the video.
+int64_t apply_video(model::ModelSpec& m, const TrainArgs& a) {
+  const bool video_flags = a.frames != 0 || a.height != 0 || a.width != 0 || a.text_tokens != 0 ||
+                           !a.resolution.empty() || !a.vae_compression.empty() || !a.patch.empty();
+  if (!m.is_dit()) {
+    if (video_flags) {
+      const char* flag = a.frames != 0 ? "--frames" : !a.resolution.empty() ? "--resolution" : "--patch";
+      throw InputError(kCl.with_key(flag), fmt::format("video flags need a video diffusion transformer; {} is a {} model",
+                                                       m.name, model::to_string(m.family)),
+                       "e.g. --model wan2.1-t2v-14b");
+    }
+    return a.seq;
+  }
+  model::DitSpec& v = m.dit;
+  if (!a.resolution.empty()) {
+    const std::vector<int64_t> hw = parse_dims(a.resolution, 2, "--resolution", "720x1280 (height x width)");
+    v.height = hw[0];
+    v.width = hw[1];
+  }
+  // Explicit values (negative ones too) reach the geometry check, which names them.
+  if (a.frames != 0) v.frames = a.frames;
+  if (a.height != 0) v.height = a.height;
+  if (a.width != 0) v.width = a.width;
+  if (a.text_tokens != 0) v.text_tokens = a.text_tokens;
+  if (!a.vae_compression.empty()) {
+    const std::vector<int64_t> c = parse_dims(a.vae_compression, 3, "--vae-compression", "4x8x8 (time x height x width)");
+    if (c[1] != c[2]) {
+      throw InputError(kCl.with_key("--vae-compression"),
+                       fmt::format("the height and width compression must be equal, found '{}'", a.vae_compression));
+    }
+    v.vae_t = c[0];
+    v.vae_s = c[1];
+  }
+  if (!a.patch.empty()) {
+    const std::vector<int64_t> p = parse_dims(a.patch, 3, "--patch", "1x2x2 (time x height x width)");
+    v.patch_t = p[0];
+    v.patch_h = p[1];
+    v.patch_w = p[2];
+  }
+  const model::FieldError e = model::video_error(v);
+  if (!e.field.empty()) {
+    const std::string& f = e.field;
+    const char* flag = f == "frames"                  ? "--frames"
+                       : f == "height"                ? (a.height != 0 ? "--height" : "--resolution")
+                       : f == "width"                 ? (a.width != 0 ? "--width" : "--resolution")
+                       : f == "text_tokens"           ? "--text-tokens"
+                       : f == "vae_t" || f == "vae_s" ? "--vae-compression"
+                       : f.rfind("patch", 0) == 0     ? "--patch"
+                                                      : "--model";
+    throw InputError(kCl.with_key(flag), e.message);
+  }
+  const int64_t tokens = v.tokens();
+  if (a.seq_given && a.seq != tokens) {
+    throw InputError(kCl.with_key("--seq"),
+                     fmt::format("a DiT's sequence is its video token count, {} here ({} frames of {}x{}); drop --seq "
+                                 "or set it to {}",
+                                 tokens, v.frames, v.height, v.width, tokens));
+  }
+  return tokens;
+}
+
+tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   tr::Plan p;
   p.tp = a.tp;
   p.pp = a.pp;
@@ -92,7 +185,7 @@ tr::Plan make_plan(const TrainArgs& a) {
   p.dp = a.dp > 0 ? a.dp : std::max<int64_t>(1, a.gpus / inner);
   p.mbs = a.mbs;
   p.gbs = a.gbs;
-  p.seq = a.seq;
+  p.seq = seq;
   p.sp = parse_yes_no(a.sp, "--sp");
   p.recompute = tr::parse_recompute(a.recompute, kCl.with_key("--recompute"));
   p.recompute_layers = a.recompute_layers;
@@ -147,6 +240,38 @@ std::vector<int32_t> parse_trace_stages(const std::string& text, const tr::Plan&
   return stages;
 }
 
+// --straggler STAGE:FACTOR (repeatable): the GPUs of pipeline stage STAGE run FACTOR times slower
+// (a straggler GPU sets the pace of its TP group, and through the pipeline and the DP collectives, of
+// the step). Returns one factor per stage (1 = nominal).
+std::vector<double> parse_stragglers(const std::vector<std::string>& items, const tr::Plan& p) {
+  std::vector<double> slow;
+  for (const std::string& item : items) {
+    const auto colon = item.find(':');
+    int64_t stage = -1;
+    double factor = 0.0;
+    try {
+      size_t used = 0;
+      if (colon != std::string::npos) {
+        stage = std::stoll(item.substr(0, colon), &used);
+        if (used != colon) stage = -1;
+        const std::string f = item.substr(colon + 1);
+        factor = std::stod(f, &used);
+        if (used != f.size()) factor = 0.0;
+      }
+    } catch (const std::exception&) {
+      stage = -1;
+    }
+    if (stage < 0 || stage >= p.pp || !(factor >= 1.0) || !std::isfinite(factor)) {
+      throw InputError(kCl.with_key("--straggler"),
+                       fmt::format("'{}': expected STAGE:FACTOR with STAGE in [0, {}) and FACTOR >= 1, e.g. 0:1.25",
+                                   item, p.pp));
+    }
+    if (slow.size() < static_cast<size_t>(p.pp)) slow.resize(static_cast<size_t>(p.pp), 1.0);
+    slow[static_cast<size_t>(stage)] = factor;
+  }
+  return slow;
+}
+
 std::string chrome_trace(const std::vector<tr::TraceEvent>& events, const tr::Plan& p) {
   Json ev = Json::array();
   const int64_t stride = tr::group_stride(p, tr::Group::kPp);
@@ -167,16 +292,18 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
   if (a.gpus <= 0) throw InputError(kCl.with_key("--gpus"), "missing or not positive; e.g. --gpus 8");
   if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), "missing or not positive: the global batch in sequences");
-  const model::ModelSpec model = resolve_model(ctx, a);
+  model::ModelSpec model = resolve_model(ctx, a);
+  const int64_t seq = apply_video(model, a);  // a DiT's sequence: its video token count
   const hw::HwCatalog& hw = ctx.catalog().hw;
   const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
-  const tr::Plan plan = make_plan(a);
+  const tr::Plan plan = make_plan(a, seq);
   tr::require_valid_plan(model, plan, a.gpus, gpu, kCl);
   tr::EvaluateOptions opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
+  opt.step.stage_slowdown = parse_stragglers(a.stragglers, plan);
   const compute::ComputeModel cm(gpu);
   const tr::TrainResult r = tr::evaluate(model, plan, cluster, cm, opt);
   if (!a.trace_out.empty()) io::write_file_atomic(a.trace_out, chrome_trace(r.step.trace, plan));
@@ -210,6 +337,18 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"recompute", tr::recompute_name(plan.recompute)},
                  {"precision", hw::dtype_name(plan.precision)},
                  {"dp_sharding", tr::sharding_name(plan.sharding)}};
+    if (model.is_dit()) {
+      const model::DitSpec& v = model.dit;
+      j["video"] = {{"frames", v.frames},
+                    {"height", v.height},
+                    {"width", v.width},
+                    {"vae_compression", {v.vae_t, v.vae_s, v.vae_s}},
+                    {"patch", {v.patch_t, v.patch_h, v.patch_w}},
+                    {"latent_frames", v.latent_frames()},
+                    {"tokens", v.tokens()},
+                    {"text_tokens", v.text_tokens}};
+    }
+    j["stragglers"] = opt.step.stage_slowdown;  // per stage slowdown factor; empty = none
     j["step_time_s"] = r.step.step_time.to_seconds();
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
     j["tflops_per_gpu"] = r.tflops_per_gpu;
@@ -244,6 +383,14 @@ void run_train(Context& ctx, const TrainArgs& a) {
   Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}",
                                             model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, plan.ep,
                                             plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq));
+  if (model.is_dit()) {
+    const model::DitSpec& v = model.dit;
+    s.add_row({"video tokens (seq)",
+               fmt::format("{} = {} x {} x {} ({} frames {}x{}, VAE {}x{}x{}, patch {}x{}x{}); {} text tokens", v.tokens(),
+                           v.latent_frames() / v.patch_t, v.height / v.vae_s / v.patch_h, v.width / v.vae_s / v.patch_w,
+                           v.frames, v.height, v.width, v.vae_t, v.vae_s, v.vae_s, v.patch_t, v.patch_h, v.patch_w,
+                           v.text_tokens)});
+  }
   s.add_row({"step time (s)", fmt::format("{:.4f}", r.step.step_time.to_seconds())});
   s.add_row({"tokens/s per GPU", fmt::format("{:.1f}", r.tokens_per_s_per_gpu)});
   s.add_row({"TFLOP/s per GPU", fmt::format("{:.1f}", r.tflops_per_gpu)});
@@ -339,9 +486,23 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs: yes | no")->capture_default_str();
   c->add_flag("--activation-offload", a->activation_offload, "offload saved activations to host memory");
   c->add_flag("--optimizer-offload", a->optimizer_offload, "optimizer states and step on the host");
+  c->add_option("--straggler", a->stragglers,
+                "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")
+      ->type_name("STAGE:FACTOR");
+  c->add_option("--frames", a->frames, "DiT: video frames per sample (default: the model's, e.g. 81)");
+  c->add_option("--resolution", a->resolution, "DiT: video height x width in pixels, e.g. 720x1280")->type_name("HxW");
+  c->add_option("--height", a->height, "DiT: video height in pixels");
+  c->add_option("--width", a->width, "DiT: video width in pixels");
+  c->add_option("--vae-compression", a->vae_compression, "DiT: VAE compression time x height x width, e.g. 4x8x8")
+      ->type_name("TxSxS");
+  c->add_option("--patch", a->patch, "DiT: patch size over latent time x height x width, e.g. 1x2x2")->type_name("TxHxW");
+  c->add_option("--text-tokens", a->text_tokens, "DiT: text tokens per sample (default: the model's, e.g. 512)");
   c->add_option("--trace-out", a->trace_out, "write a Chrome/Perfetto trace of one step")->type_name("FILE");
   c->add_option("--trace-ranks", a->trace_ranks, "ranks to trace, comma-separated (default 0)")->type_name("LIST");
-  actions.emplace_back(c, [a](Context& ctx) { run_train(ctx, *a); });
+  actions.emplace_back(c, [a, c](Context& ctx) {
+    a->seq_given = c->count("--seq") > 0;
+    run_train(ctx, *a);
+  });
 }
 
 }  // namespace orrery::cli

@@ -27,14 +27,14 @@ class Choco final : public Algorithm {
   void step(int64_t k, StepContext& ctx) override {
     const SparseMixing& w = ctx.mix.W(k);
     const int64_t d = x_.cols();
-    ctx.oracle.gradients(x_, g_);
+    ctx.gradients(x_, g_);
     x_ -= ctx.params.lr * g_;
     for (NodeIndex i = 0; i < static_cast<NodeIndex>(x_.rows()); ++i) {
       diff_ = x_.row(i) - xhat_.row(i);
       compress(ctx.params.compressor, diff_.data(), q_.data(), d, ctx.rng, idx_);
       xhat_.row(i) += q_;
     }
-    w.apply(xhat_, t_);
+    ctx.gossip(w, xhat_, t_);
     x_ += ctx.params.gamma * (t_ - xhat_);
     ctx.bytes += w.messages() * compressed_bytes(ctx.params.compressor, d);
   }

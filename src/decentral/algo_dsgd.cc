@@ -29,14 +29,14 @@ class Dsgd final : public Algorithm {
   void step(int64_t k, StepContext& ctx) override {
     const SparseMixing& w = ctx.mix.W(k);
     const double a = ctx.params.lr;
-    ctx.oracle.gradients(x_, g_);
+    ctx.gradients(x_, g_);
     if (atc_) {
       t_ = x_ - a * g_;
-      w.apply(t_, x_);
-      ORRERY_ASSERT(nearly_equal_rows(row_mean(x_), row_mean(t_), t_.cwiseAbs().maxCoeff()));
+      ctx.gossip(w, t_, x_);
+      ORRERY_ASSERT(!ctx.all_rows() || nearly_equal_rows(row_mean(x_), row_mean(t_), t_.cwiseAbs().maxCoeff()));
     } else {
-      w.apply(x_, t_);
-      ORRERY_ASSERT(nearly_equal_rows(row_mean(x_), row_mean(t_), x_.cwiseAbs().maxCoeff()));
+      ctx.gossip(w, x_, t_);
+      ORRERY_ASSERT(!ctx.all_rows() || nearly_equal_rows(row_mean(x_), row_mean(t_), x_.cwiseAbs().maxCoeff()));
       x_ = t_ - a * g_;
     }
     add_gossip_bytes(ctx, w, x_.cols());
@@ -61,11 +61,11 @@ class ExactDiffusion final : public Algorithm {
   }
   void step(int64_t k, StepContext& ctx) override {
     const SparseMixing& w = ctx.mix.W(k);
-    ctx.oracle.gradients(x_, g_);
+    ctx.gradients(x_, g_);
     psi_ = x_ - ctx.params.lr * g_;
     phi_ = psi_ + x_ - psi_prev_;
-    w.apply(phi_, t_);
-    ORRERY_ASSERT(nearly_equal_rows(row_mean(t_), row_mean(phi_), phi_.cwiseAbs().maxCoeff()));
+    ctx.gossip(w, phi_, t_);
+    ORRERY_ASSERT(!ctx.all_rows() || nearly_equal_rows(row_mean(t_), row_mean(phi_), phi_.cwiseAbs().maxCoeff()));
     if (d2_) {
       x_ = t_;
     } else {

@@ -15,6 +15,9 @@
 //   Client time (fedasync, fedbuff): a job of K local steps takes K s_i U seconds, s_i ~ LogNormal with
 //   mean 1 and coefficient of variation `speed_cv` per client (drawn once), U ~ Uniform(0.5, 1.5) per job;
 //   one iteration = one client arrival; sim_time reports the arrival's simulated time.
+//   With a client clock (StepContext::clients: --heterogeneity, --device-trace, --churn) a job takes FedScale's
+//   round time instead, starts when the client is available and is redone when the client leaves mid-job;
+//   FedAvg/SCAFFOLD then sample only clients available at the round's start and report the round's end.
 //   The initial server model is the mean of the initial node states. Bytes: one model download and one
 //   upload per client job (SCAFFOLD also moves its control variates).
 #include <algorithm>
@@ -88,9 +91,17 @@ class FedAvg final : public FederatedBase {
   void step(int64_t, StepContext& ctx) override {
     const int64_t n = static_cast<int64_t>(order_.size());
     const int64_t d = server_.size();
-    const int64_t m = std::clamp<int64_t>(std::llround(ctx.params.client_fraction * static_cast<double>(n)), 1, n);
+    // With a client clock only the clients available at the round's start are sampled (all when none is).
+    int64_t pool = n;
+    const double round_start = ctx.clients != nullptr ? (std::isnan(ctx.sim_time) ? 0.0 : ctx.sim_time) : 0.0;
+    if (ctx.clients != nullptr) {
+      const auto up = [&](int32_t c) { return ctx.clients->available(c, round_start); };
+      pool = std::stable_partition(order_.begin(), order_.end(), up) - order_.begin();
+      if (pool == 0) pool = n;
+    }
+    const int64_t m = std::clamp<int64_t>(std::llround(ctx.params.client_fraction * static_cast<double>(pool)), 1, pool);
     for (int64_t j = 0; j < m; ++j) {
-      const uint64_t pick = static_cast<uint64_t>(j) + ctx.rng.uniform_int(static_cast<uint64_t>(n - j));
+      const uint64_t pick = static_cast<uint64_t>(j) + ctx.rng.uniform_int(static_cast<uint64_t>(pool - j));
       std::swap(order_[static_cast<size_t>(j)], order_[pick]);
     }
     acc_.setZero();
@@ -112,6 +123,15 @@ class FedAvg final : public FederatedBase {
     }
     server_ += ctx.params.server_lr * acc_ / static_cast<double>(m);
     if (scaffold_) c_ += dc_ / static_cast<double>(n);
+    if (ctx.clients != nullptr) {
+      // The round ends when its last sampled client is done (a client that leaves mid-job redoes it on return).
+      double end = round_start;
+      for (int64_t j = 0; j < m; ++j) {
+        end = std::max(end, ctx.clients->job_end(order_[static_cast<size_t>(j)], round_start, ctx.oracle.batch(),
+                                                 ctx.params.local_steps, 8 * d, 8 * d));
+      }
+      ctx.sim_time = end;
+    }
   }
 
  private:
@@ -134,7 +154,7 @@ class FedAsync final : public FederatedBase {
     finish_.resize(n);
     const LogNormal speed = LogNormal::from_mean_cv(1.0, ctx.params.speed_cv, Where{"", 0, "speed-cv"});
     for (size_t i = 0; i < n; ++i) speed_[i] = speed.sample(ctx.rng);
-    for (size_t i = 0; i < n; ++i) finish_[i] = duration(i, ctx);
+    for (size_t i = 0; i < n; ++i) finish_[i] = next_finish(i, 0.0, ctx);
     ctx.sim_time = 0;
   }
   void step(int64_t, StepContext& ctx) override {
@@ -162,12 +182,18 @@ class FedAsync final : public FederatedBase {
     }
     snap_.row(node) = server_;
     version_[i] = server_version_;
-    finish_[i] = now + duration(i, ctx);
+    finish_[i] = next_finish(i, now, ctx);
   }
 
  private:
   double duration(size_t i, StepContext& ctx) {
     return static_cast<double>(ctx.params.local_steps) * speed_[i] * (0.5 + ctx.rng.uniform01());
+  }
+  // With a client clock: FedScale's job time from `now`, with waits for availability and redone jobs.
+  double next_finish(size_t i, double now, StepContext& ctx) {
+    if (ctx.clients == nullptr) return now + duration(i, ctx);
+    const int64_t bytes = 8 * server_.size();
+    return ctx.clients->job_end(static_cast<NodeIndex>(i), now, ctx.oracle.batch(), ctx.params.local_steps, bytes, bytes);
   }
   bool buffered_;
   NodeMatrix snap_;

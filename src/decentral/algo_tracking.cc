@@ -27,7 +27,7 @@ class Tracking final : public Algorithm {
     g_.resizeLike(x0);
     g_new_.resizeLike(x0);
     t_.resizeLike(x0);
-    ctx.oracle.gradients(x_, g_);
+    ctx.gradients(x_, g_);
     y_ = g_;
   }
   void step(int64_t k, StepContext& ctx) override {
@@ -36,16 +36,16 @@ class Tracking final : public Algorithm {
     const SparseMixing& my = form_ == Form::kDiging ? ctx.mix.W(k) : ctx.mix.B(k);
     if (form_ == Form::kPushPullAtc) {
       t_ = x_ - a * y_;
-      mx.apply(t_, x_);
+      ctx.gossip(mx, t_, x_);
     } else {
-      mx.apply(x_, t_);
-      x_ = t_ - a * y_;
+      ctx.gossip_update(mx, x_, t_, -a, y_, nullptr);  // x+ = A x - a y
+      std::swap(x_, t_);
     }
-    ctx.oracle.gradients(x_, g_new_);
-    my.apply(y_, t_);
-    y_ = t_ + g_new_ - g_;
+    ctx.gradients(x_, g_new_);
+    ctx.gossip_update(my, y_, t_, 1.0, g_new_, &g_);  // y+ = B y + g+ - g
+    std::swap(y_, t_);
     std::swap(g_, g_new_);
-    ORRERY_ASSERT(nearly_equal_rows(y_.colwise().sum(), g_.colwise().sum(), g_.cwiseAbs().sum()));
+    ORRERY_ASSERT(!ctx.all_rows() || nearly_equal_rows(y_.colwise().sum(), g_.colwise().sum(), g_.cwiseAbs().sum()));
     add_gossip_bytes(ctx, mx, x_.cols());
     add_gossip_bytes(ctx, my, x_.cols());
   }
@@ -67,21 +67,21 @@ class PushDiging final : public Algorithm {
     g_.resizeLike(x0);
     g_new_.resizeLike(x0);
     t_.resizeLike(x0);
-    ctx.oracle.gradients(x_, g_);
+    ctx.gradients(x_, g_);
     y_ = g_;
   }
   void step(int64_t k, StepContext& ctx) override {
     const SparseMixing& b = ctx.mix.B(k);
     t_ = u_ - ctx.params.lr * y_;
-    b.apply(t_, u_);
-    b.apply(v_, vt_);
+    ctx.gossip(b, t_, u_);
+    ctx.gossip(b, v_, vt_);
     std::swap(v_, vt_);
     x_ = u_.array().colwise() / v_.col(0).array();
-    ctx.oracle.gradients(x_, g_new_);
-    b.apply(y_, t_);
+    ctx.gradients(x_, g_new_);
+    ctx.gossip(b, y_, t_);
     y_ = t_ + g_new_ - g_;
     std::swap(g_, g_new_);
-    ORRERY_ASSERT(nearly_equal_rows(y_.colwise().sum(), g_.colwise().sum(), g_.cwiseAbs().sum()));
+    ORRERY_ASSERT(!ctx.all_rows() || nearly_equal_rows(y_.colwise().sum(), g_.colwise().sum(), g_.cwiseAbs().sum()));
     add_gossip_bytes(ctx, b, 2 * x_.cols() + 1);
   }
   const NodeMatrix& iterates() override { return x_; }
@@ -103,11 +103,11 @@ class PushSum final : public Algorithm {
   }
   void step(int64_t k, StepContext& ctx) override {
     const SparseMixing& b = ctx.mix.B(k);
-    ctx.oracle.gradients(z_, g_);
+    ctx.gradients(z_, g_);
     t_ = x_ - ctx.params.lr * g_;
-    b.apply(t_, x_);
-    ORRERY_ASSERT(nearly_equal_rows(x_.colwise().sum(), t_.colwise().sum(), t_.cwiseAbs().sum()));
-    b.apply(w_, wt_);
+    ctx.gossip(b, t_, x_);
+    ORRERY_ASSERT(!ctx.all_rows() || nearly_equal_rows(x_.colwise().sum(), t_.colwise().sum(), t_.cwiseAbs().sum()));
+    ctx.gossip(b, w_, wt_);
     std::swap(w_, wt_);
     z_ = x_.array().colwise() / w_.col(0).array();
     add_gossip_bytes(ctx, b, x_.cols() + 1);

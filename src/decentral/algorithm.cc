@@ -28,26 +28,75 @@ SparseMixing::SparseMixing(const Eigen::MatrixXd& w) : dense_(w) {
   }
 }
 
-void SparseMixing::apply(const NodeMatrix& in, NodeMatrix& out) const {
+namespace {
+
+// Columns per block of SparseMixing::apply: the block of every input row (n x block doubles) stays in L2
+// (~512 KiB) while each row is read once per out-neighbour, instead of streaming the whole n x d input
+// from memory deg + 1 times (softmax on Fashion-MNIST: 256 x 7,850 doubles = 16 MB per matrix).
+Eigen::Index block_columns(NodeIndex n, Eigen::Index d) {
+  constexpr Eigen::Index kL2Doubles = 64 * 1024;
+  const Eigen::Index b = std::max<Eigen::Index>(8, kL2Doubles / std::max<Eigen::Index>(n, 1)) / 8 * 8;
+  return std::min(d, b);
+}
+
+}  // namespace
+
+// Per element, out(i, k) = w_0 in(j_0, k) + w_1 in(j_1, k) + ... in the row's entry order, whatever the
+// blocking (the MPI runtime relies on these exact values).
+template <class Epilogue>
+void SparseMixing::apply_blocked(const NodeMatrix& in, NodeMatrix& out, Epilogue&& epilogue) const {
   ORRERY_ASSERT(&in != &out);
   ORRERY_ASSERT(in.rows() == size());
   out.resize(in.rows(), in.cols());
   const Eigen::Index d = in.cols();
-  for (NodeIndex i = 0; i < size(); ++i) {
-    double* o = out.row(i).data();
-    const Entry* e = row_begin(i);
-    const Entry* end = row_end(i);
-    {
-      const double* src = in.row(e->col).data();
-      const double w = e->w;
-      for (Eigen::Index k = 0; k < d; ++k) o[k] = w * src[k];
-    }
-    for (++e; e != end; ++e) {
-      const double* src = in.row(e->col).data();
-      const double w = e->w;
-      for (Eigen::Index k = 0; k < d; ++k) o[k] += w * src[k];
+  const Eigen::Index block = block_columns(size(), d);
+  for (Eigen::Index c0 = 0; c0 < d; c0 += block) {
+    const Eigen::Index c1 = std::min(d, c0 + block);
+    for (NodeIndex i = 0; i < size(); ++i) {
+      double* o = out.row(i).data();
+      const Entry* begin = row_begin(i);
+      const Entry* end = row_end(i);
+      // kLanes columns at a time summed in registers over the row's entries (one load per input value,
+      // no load and store of the output per entry).
+      constexpr Eigen::Index kLanes = 8;
+      Eigen::Index k = c0;
+      for (; k + kLanes <= c1; k += kLanes) {
+        double acc[kLanes];
+        const double* src = in.row(begin->col).data() + k;
+        for (Eigen::Index q = 0; q < kLanes; ++q) acc[q] = begin->w * src[q];
+        for (const Entry* e = begin + 1; e != end; ++e) {
+          const double* s = in.row(e->col).data() + k;
+          const double w = e->w;
+          for (Eigen::Index q = 0; q < kLanes; ++q) acc[q] += w * s[q];
+        }
+        for (Eigen::Index q = 0; q < kLanes; ++q) o[k + q] = acc[q];
+      }
+      for (; k < c1; ++k) {
+        double acc = begin->w * in(begin->col, k);
+        for (const Entry* e = begin + 1; e != end; ++e) acc += e->w * in(e->col, k);
+        o[k] = acc;
+      }
+      epilogue(i, c0, c1, o);
     }
   }
+}
+
+void SparseMixing::apply(const NodeMatrix& in, NodeMatrix& out) const {
+  apply_blocked(in, out, [](NodeIndex, Eigen::Index, Eigen::Index, double*) {});
+}
+
+void SparseMixing::apply_update(const NodeMatrix& in, NodeMatrix& out, double scale, const NodeMatrix& add,
+                                const NodeMatrix* sub) const {
+  ORRERY_ASSERT(&add != &out && sub != &out);
+  apply_blocked(in, out, [&](NodeIndex i, Eigen::Index c0, Eigen::Index c1, double* o) {
+    const double* a = add.row(i).data();
+    if (sub == nullptr) {
+      for (Eigen::Index k = c0; k < c1; ++k) o[k] = o[k] + scale * a[k];
+      return;
+    }
+    const double* b = sub->row(i).data();
+    for (Eigen::Index k = c0; k < c1; ++k) o[k] = (o[k] + scale * a[k]) - b[k];
+  });
 }
 
 void SparseMixing::apply_power(const NodeMatrix& in, NodeMatrix& out, NodeMatrix& tmp, int64_t rounds) const {

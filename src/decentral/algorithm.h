@@ -6,7 +6,9 @@
 //             gradients (decentral/problem.h) and gossip with the step's mixing matrices. The update rules
 //             are exactly those of ../shared/validation/decentralized.md; each algorithm file states its
 //             own. Node i's new row reads only rows j with W(i, j) != 0, i.e. its in-neighbours' messages
-//             (SparseMixing stores each row's in-neighbours), so a step can later be fed from MPI.
+//             (SparseMixing stores each row's in-neighbours), and every gossip round goes through
+//             StepContext::gossip, so the same step runs one block of nodes per MPI rank
+//             (decentral/mpi_runtime.h, docs/decentral_algorithms.md "MPI runtime").
 //   Mixing    SparseMixing: row i lists (j, W(i, j)) for j in in(i) ∪ {i}; applying it costs
 //             O((n + m) d) for m directed edges. A MixingSchedule holds, per step t of the graph sequence's
 //             period, the doubly stochastic W, the row-stochastic A (pull) and the column-stochastic B
@@ -49,6 +51,10 @@ class SparseMixing {
   NodeIndex size() const { return static_cast<NodeIndex>(start_.empty() ? 0 : start_.size() - 1); }
   // out = W in. REQUIRES: out is not in (no aliasing); sizes match (out is resized).
   void apply(const NodeMatrix& in, NodeMatrix& out) const;
+  // out = (W in + scale * add) - sub (sub may be null), element by element in that order, in one pass: the
+  // values of apply() followed by those two updates, bit for bit. REQUIRES: out is none of the inputs.
+  void apply_update(const NodeMatrix& in, NodeMatrix& out, double scale, const NodeMatrix& add,
+                    const NodeMatrix* sub) const;
   // out = W^R in, R >= 1, using `tmp` as a buffer.
   void apply_power(const NodeMatrix& in, NodeMatrix& out, NodeMatrix& tmp, int64_t rounds) const;
   // Directed messages per round: the off-diagonal non-zeros.
@@ -64,6 +70,9 @@ class SparseMixing {
   const Entry* row_end(NodeIndex i) const { return entries_.data() + start_[static_cast<size_t>(i) + 1]; }
 
  private:
+  template <class Epilogue>
+  void apply_blocked(const NodeMatrix& in, NodeMatrix& out, Epilogue&& epilogue) const;
+
   std::vector<int64_t> start_;
   std::vector<Entry> entries_;
   std::vector<double> diag_;
@@ -100,6 +109,41 @@ struct AlgoParams {
   CompressorSpec compressor;      // CHOCO payloads; federated uploads (with error feedback)
 };
 
+// Where the rows of the node matrices live when a run is spread over processes (decentral/mpi_runtime.h:
+// one block of nodes per MPI rank). Every process runs the same algorithm code on full-size n x d
+// matrices but owns, and keeps exact, only rows [row_begin, row_end): the oracle computes only those
+// gradients and gossip fetches only the rows they read. Other rows hold stale values nobody reads.
+class GossipExchange {
+ public:
+  virtual ~GossipExchange() = default;
+  // Once per run on every process, after the mixing schedule is built (collective).
+  virtual void setup(NodeIndex n, const MixingSchedule& mix, const Where& where) = 0;
+  virtual NodeIndex row_begin() const = 0;
+  virtual NodeIndex row_end() const = 0;
+  // Metrics and output are produced on the root process only.
+  virtual bool is_root() const = 0;
+  // out's owned rows = those of m in, bit for bit as m.apply computes them (collective: every process
+  // calls it with the same m, a matrix of the schedule given to setup, in the same order).
+  virtual void mix(const SparseMixing& m, const NodeMatrix& in, NodeMatrix& out) = 0;
+  // On the root: full = the owned rows of x of every process (collective). Elsewhere full is untouched.
+  virtual void gather(const NodeMatrix& x, NodeMatrix& full) = 0;
+};
+
+// Per-client time and availability for federated algorithms (decentral/heterogeneity.h's NetworkProfile;
+// null: the algorithms' own client speeds). Seconds of simulated time.
+class ClientClock {
+ public:
+  virtual ~ClientClock() = default;
+  // FedScale's client round time of `steps` local steps on `batch` samples with the given transfers.
+  virtual double job_seconds(NodeIndex i, int64_t batch, int64_t steps, int64_t upload_bytes,
+                             int64_t download_bytes) const = 0;
+  virtual bool available(NodeIndex i, double t) const = 0;
+  // When a job asked for at `start` is done, counting waits for availability and dropped attempts
+  // (infinity: never).
+  virtual double job_end(NodeIndex i, double start, int64_t batch, int64_t steps, int64_t upload_bytes,
+                         int64_t download_bytes) const = 0;
+};
+
 struct StepContext {
   const MixingSchedule& mix;
   GradientOracle& oracle;
@@ -107,6 +151,42 @@ struct StepContext {
   RandomStream rng;          // the algorithm's own draws (client sampling, compression, speeds)
   int64_t bytes = 0;         // bytes sent so far
   double sim_time = std::numeric_limits<double>::quiet_NaN();  // simulated seconds (asynchronous algorithms)
+  GossipExchange* exchange = nullptr;  // null: in-process, every row is local
+  const ClientClock* clients = nullptr;  // federated: client times and availability (null: own speeds)
+  // out = m in (on the owned rows): every gossip round of an algorithm goes through here, so the same code
+  // runs in-process (m.apply) and over MPI. REQUIRES: out is not in.
+  void gossip(const SparseMixing& m, const NodeMatrix& in, NodeMatrix& out) const {
+    if (exchange != nullptr) {
+      exchange->mix(m, in, out);
+    } else {
+      m.apply(in, out);
+    }
+  }
+  // out = (m in + scale * add) - sub (sub may be null): gossip() followed by that update, bit for bit; one
+  // fused pass in-process (SparseMixing::apply_update). REQUIRES: out is none of the inputs.
+  void gossip_update(const SparseMixing& m, const NodeMatrix& in, NodeMatrix& out, double scale, const NodeMatrix& add,
+                     const NodeMatrix* sub) const {
+    if (exchange == nullptr) {
+      m.apply_update(in, out, scale, add, sub);
+      return;
+    }
+    exchange->mix(m, in, out);
+    out += scale * add;
+    if (sub != nullptr) out -= *sub;
+  }
+  // g = the stochastic gradient of every node (every owned node over MPI) at its row of x; each node's
+  // minibatch stream is its own, so the owned rows are the in-process values.
+  void gradients(const NodeMatrix& x, NodeMatrix& g) const {
+    if (exchange == nullptr) {
+      oracle.gradients(x, g);
+      return;
+    }
+    for (NodeIndex i = exchange->row_begin(); i < exchange->row_end(); ++i) {
+      oracle.gradient(i, x.row(i).data(), g.row(i).data());
+    }
+  }
+  // Every row is exact here (in-process), so whole-matrix invariants can be asserted.
+  bool all_rows() const { return exchange == nullptr; }
 };
 
 class Algorithm {

@@ -9,6 +9,10 @@
 
 #include <sys/mman.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "core/assert.h"
@@ -27,33 +31,35 @@ Index idx(int64_t v) { return static_cast<Index>(v); }
 
 using RowsMap = Map<RowMatrixXd>;
 using ConstRowsMap = Map<const RowMatrixXd>;
+using RowMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using FloatRowsMap = Map<RowMatrixXf>;
 
-// Sample rows (double) in memory that the kernel may back with transparent huge pages (madvise): a
-// minibatch reads rows at random from the whole data set (115 MB for the synthetic setup: 28k 4-KiB
-// pages, far beyond the TLB, but 58 2-MiB pages), so nearly every row read used to be a TLB miss too.
+// Sample rows (float) in memory that the kernel may back with transparent huge pages (madvise): a minibatch
+// reads rows at random from the whole data set (58 MB for the synthetic setup: 14k 4-KiB pages, far beyond
+// the TLB, but 28 2-MiB pages), so nearly every row read would be a TLB miss too.
 class RowStore {
  public:
   RowStore(Index rows, Index cols) : mem_(allocate(rows * cols)), rows_(mem_.get(), rows, cols) {}
-  RowsMap& rows() { return rows_; }
-  const RowsMap& rows() const { return rows_; }
+  FloatRowsMap& rows() { return rows_; }
+  const FloatRowsMap& rows() const { return rows_; }
 
  private:
   struct Free {
-    void operator()(double* p) const { std::free(p); }
+    void operator()(float* p) const { std::free(p); }
   };
-  static double* allocate(Index count) {
+  static float* allocate(Index count) {
     constexpr size_t kHuge = size_t{2} << 20;
-    const size_t bytes = std::max<size_t>(static_cast<size_t>(count) * sizeof(double), 1);
+    const size_t bytes = std::max<size_t>(static_cast<size_t>(count) * sizeof(float), 1);
     const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
     void* p = std::aligned_alloc(kHuge, rounded);
     if (p == nullptr) throw std::bad_alloc();
 #ifdef MADV_HUGEPAGE
     ::madvise(p, rounded, MADV_HUGEPAGE);  // advisory: failure (no THP) only costs speed
 #endif
-    return static_cast<double*>(p);
+    return static_cast<float*>(p);
   }
-  std::unique_ptr<double, Free> mem_;
-  RowsMap rows_;
+  std::unique_ptr<float, Free> mem_;
+  FloatRowsMap rows_;
 };
 
 // --- quadratic -------------------------------------------------------------------------------------------
@@ -106,7 +112,8 @@ class Quadratic final : public Problem {
 
 // --- problems over samples -------------------------------------------------------------------------------
 
-// Features either double (synthetic) or float (data sets), gathered into double chunks.
+// Samples are float rows (synthetic rows in a RowStore, data sets in their FeatureMatrix). The generic path
+// gathers a chunk of rows, widened to double, and hands it to accumulate().
 class SampleProblem : public Problem {
  public:
   NodeIndex num_nodes() const override { return static_cast<NodeIndex>(nodes_.size()); }
@@ -117,27 +124,19 @@ class SampleProblem : public Problem {
     const std::vector<int32_t>& ids = nodes_[static_cast<size_t>(i)];
     const int64_t m = batch.size < 0 ? static_cast<int64_t>(ids.size()) : batch.size;
     if (g != nullptr) Map<VectorXd>(g, idx(dim())).setZero();
-    if (s.chunk.rows() != kChunk || s.chunk.cols() != features()) s.chunk.resize(kChunk, features());
+    if (s.chunk.rows() != kChunk || s.chunk.cols() != features_) s.chunk.resize(kChunk, features_);
     if (static_cast<Index>(s.ids.size()) < kChunk) s.ids.resize(static_cast<size_t>(kChunk));
     double loss = 0;
-    // All samples of a node whose rows are contiguous (double features): read them in place.
-    const bool in_place = batch.size < 0 && f64_ != nullptr && contiguous_[static_cast<size_t>(i)];
     for (int64_t lo = 0; lo < m; lo += kChunk) {
       const Index c = std::min<Index>(kChunk, idx(m - lo));
-      if (in_place) {
-        const int32_t first = ids[static_cast<size_t>(lo)];
-        const ConstRowsMap rows(f64_->rows().row(first).data(), c, features());
-        loss += accumulate(rows, ids.data() + lo, c, x, g, batch.want_loss, s);
-        continue;
-      }
       for (Index r = 0; r < c; ++r) {
         const int64_t local = batch.size < 0 ? lo + r : batch.local[lo + r];
         const int32_t id = ids[static_cast<size_t>(local)];
         s.ids[static_cast<size_t>(r)] = id;
-        prefetch_row(id);
+        prefetch_row(row(id));
       }
-      gather(s.ids.data(), c, s.chunk);
-      loss += accumulate(ConstRowsMap(s.chunk.data(), c, features()), s.ids.data(), c, x, g, batch.want_loss, s);
+      for (Index r = 0; r < c; ++r) s.chunk.row(r) = Map<const Eigen::RowVectorXf>(row(s.ids[static_cast<size_t>(r)]), features_).cast<double>();
+      loss += accumulate(ConstRowsMap(s.chunk.data(), c, features_), s.ids.data(), c, x, g, batch.want_loss, s);
     }
     const double inv = m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
     if (g != nullptr) Map<VectorXd>(g, idx(dim())) *= inv;
@@ -145,52 +144,33 @@ class SampleProblem : public Problem {
   }
 
  protected:
-  Index features() const { return f64_ != nullptr ? f64_->rows().cols() : f32_->cols(); }
-  // Marks the nodes whose samples are consecutive rows (full-data evaluations read those in place).
+  const float* row(int64_t id) const { return rows_ + id * features_; }
+  // The row's first and last byte: a row of a few floats straddles two cache lines in some positions.
+  void prefetch_row(const float* r) const {
+    const char* p = reinterpret_cast<const char*>(r);
+    const size_t bytes = static_cast<size_t>(features_) * sizeof(float);
+    for (size_t off = 0; off < bytes && off < 512; off += 64) __builtin_prefetch(p + off);
+    __builtin_prefetch(p + bytes - 1);
+  }
+  // Marks the nodes whose samples are consecutive rows (their rows are read in place, without the index array).
   void find_contiguous() {
     contiguous_.clear();
     for (const std::vector<int32_t>& ids : nodes_) {
-      bool c = true;
+      bool c = !ids.empty();
       for (size_t k = 1; k < ids.size() && c; ++k) c = ids[k] == ids[k - 1] + 1;
       contiguous_.push_back(c);
     }
   }
-  // Minibatch rows are scattered over the data set (often far larger than the caches): issuing every
-  // row's loads before gathering overlaps the cache misses.
-  void prefetch_row(int32_t id) const {
-    if (f64_ != nullptr) {
-      prefetch_row(f64_->rows().row(id).data());
-    } else {
-      const char* p = reinterpret_cast<const char*>(f32_->row(id).data());
-      const size_t bytes = static_cast<size_t>(features()) * sizeof(float);
-      for (size_t off = 0; off < bytes && off < 512; off += 64) __builtin_prefetch(p + off);
-    }
-  }
-  void prefetch_row(const double* row) const {
-    const char* p = reinterpret_cast<const char*>(row);
-    const size_t bytes = static_cast<size_t>(features()) * sizeof(double);
-    // The row's last byte too: an 80-byte row straddles two cache lines in most positions.
-    for (size_t off = 0; off < bytes && off < 512; off += 64) __builtin_prefetch(p + off);
-    __builtin_prefetch(p + bytes - 1);
-  }
-  void gather(const int32_t* ids, Index c, RowMatrixXd& out) const {
-    if (f64_ != nullptr) {
-      const size_t bytes = static_cast<size_t>(features()) * sizeof(double);
-      for (Index r = 0; r < c; ++r) std::memcpy(out.row(r).data(), f64_->rows().row(ids[r]).data(), bytes);
-    } else {
-      for (Index r = 0; r < c; ++r) out.row(r) = f32_->row(ids[r]).cast<double>();
-    }
-  }
-  // Adds the sum over the chunk's first c samples of the per-sample gradients to g (when non-null);
-  // returns the sum of their losses.
-  // chunk has c rows.
+  // Adds the sum over the chunk's c samples of the per-sample gradients to g (when non-null); returns the
+  // sum of their losses (or 0 when !want_loss and g is non-null).
   virtual double accumulate(const ConstRowsMap& chunk, const int32_t* ids, Index c, const double* x, double* g,
                             bool want_loss, Scratch& s) const = 0;
   // Adds the regularizer's gradient to g (when non-null); returns its value.
   virtual double regularize(const double*, double*) const { return 0.0; }
 
-  std::shared_ptr<const RowStore> f64_;
-  std::shared_ptr<const FeatureMatrix> f32_;
+  const float* rows_ = nullptr;  // samples x features_, row-major
+  Index features_ = 0;
+  std::shared_ptr<const void> owner_;  // keeps rows_ alive
   std::vector<std::vector<int32_t>> nodes_;
   std::vector<bool> contiguous_;  // per node: its samples are rows first .. first + m - 1
 };
@@ -210,84 +190,268 @@ void check_synthetic(const SyntheticSpec& spec) {
   if (!(spec.rho >= 0) || !std::isfinite(spec.rho)) throw InputError(w.with_key("rho"), "expected a finite rho >= 0");
 }
 
-// Synthetic rows a_l ~ N(0, I_d) against a truth w ~ N(0, I_d) (drawn first), with target(l) =
-// make_target(a_l^T w, rng, N(0, 1)) drawn right after the row, all from derive(data_seed, stream).
+// Synthetic rows a_l ~ N(0, I_d), rounded to float, against a truth w ~ N(0, I_d) (drawn first), with
+// target(l) = make_target(a_l^T w, rng, N(0, 1)) (a_l the float row) drawn right after the row, all from
+// derive(data_seed, stream).
 template <class MakeTarget>
-std::shared_ptr<RowStore> synthetic_rows(const SyntheticSpec& spec, std::string_view stream,
-                                                  std::vector<double>& target, MakeTarget make_target) {
+std::shared_ptr<RowStore> synthetic_rows(const SyntheticSpec& spec, std::string_view stream, std::vector<double>& target,
+                                         MakeTarget make_target) {
   RandomStream rng = RandomStream::derive(spec.data_seed, stream);
   const Normal normal(0.0, 1.0);
   VectorXd w(idx(spec.dim));
   for (Index j = 0; j < w.size(); ++j) w(j) = normal.sample(rng);
   auto store = std::make_shared<RowStore>(idx(spec.samples), idx(spec.dim));
-  RowsMap& rows = store->rows();
+  FloatRowsMap& rows = store->rows();
   target.resize(static_cast<size_t>(spec.samples));
   for (Index l = 0; l < rows.rows(); ++l) {
-    for (Index j = 0; j < rows.cols(); ++j) rows(l, j) = normal.sample(rng);
-    target[static_cast<size_t>(l)] = make_target(rows.row(l).dot(w), rng, normal);
+    for (Index j = 0; j < rows.cols(); ++j) rows(l, j) = static_cast<float>(normal.sample(rng));
+    target[static_cast<size_t>(l)] = make_target(rows.row(l).cast<double>().dot(w), rng, normal);
   }
   return store;
 }
+
+// Minibatch rows are random reads from a data set far larger than L2. Two prefetch distances: rows
+// kPrefetchFar ahead are requested into L2 (prefetcht2), rows kPrefetchNear ahead into L1 (prefetcht0), so
+// that many misses are in flight without the L1 fill buffers filling up. Measured on the development
+// machine (random 40-byte rows of 58 MB): one distance (8 to 96 rows) ~45 ns per row, far 64 + near 8
+// ~32 ns (the machine loaded by other builds).
+constexpr Index kPrefetchFar = 64;
+constexpr Index kPrefetchNear = 8;
+
+// Rows through a pointer array (minibatches); p[k] exists for k < avail, so the look-ahead may run on into
+// the next node's rows.
+struct IndirectRows {
+  const float* const* p;
+  Index avail;
+  Index bytes;
+  const float* operator[](Index k) const { return p[k]; }
+  template <int kLocality>
+  void prefetch_row(Index k) const {
+    if (k >= avail) return;
+    const char* q = reinterpret_cast<const char*>(p[k]);
+    for (Index off = 0; off < bytes; off += 64) __builtin_prefetch(q + off, 0, kLocality);
+    __builtin_prefetch(q + bytes - 1, 0, kLocality);
+  }
+  // Called before row k is read.
+  void prefetch(Index k) const {
+    prefetch_row<1>(k + kPrefetchFar);
+    prefetch_row<3>(k + kPrefetchNear);
+  }
+  // Before the first row: the first kPrefetchFar rows.
+  void warm_up() const {
+    for (Index k = 0; k < kPrefetchFar; ++k) prefetch_row<1>(k);
+  }
+};
+
+// Consecutive rows (a contiguous node's samples): a software prefetch kStreamAhead bytes ahead of the
+// rows being read keeps more of the stream in flight than the hardware prefetcher alone (full-data
+// evaluation of the synthetic set: 27 -> 21 ms CPU with 2 or 4 KiB ahead on the development machine).
+constexpr uintptr_t kStreamAhead = 4096;
+struct StridedRows {
+  const float* first;
+  Index d;
+  const float* operator[](Index k) const { return first + k * d; }
+  void prefetch(Index k) const {
+    // An address past the data is harmless for a prefetch (it never faults); uintptr_t keeps the
+    // arithmetic defined.
+    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(first + k * d) + kStreamAhead), 0, 3);
+  }
+};
+
+// z^T x in double with two partial sums (even and odd j, then added): a fixed order that maps onto one
+// two-lane vector register (Pairs below computes exactly the same).
+inline double dot_pairs(const float* z, const double* x, Index d) {
+  double even = 0, odd = 0;
+  Index j = 0;
+  for (; j + 1 < d; j += 2) {
+    even += static_cast<double>(z[j]) * x[j];
+    odd += static_cast<double>(z[j + 1]) * x[j + 1];
+  }
+  if (j < d) even += static_cast<double>(z[j]) * x[j];
+  return even + odd;
+}
+
+// Two doubles in one vector register (GCC/Clang vector extensions: SSE2 on x86-64, NEON on arm64).
+using V2d = double __attribute__((vector_size(16)));
+using V2f = float __attribute__((vector_size(8)));
+inline V2d load_pair(const float* p) {
+#ifdef __SSE2__
+  // One 8-byte load and one cvtps2pd (GCC 12 turns __builtin_convertvector into two scalar conversions).
+  return _mm_cvtps_pd(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))));
+#else
+  V2f f;
+  std::memcpy(&f, p, sizeof f);
+  return __builtin_convertvector(f, V2d);
+#endif
+}
+
+// x and the gradient sum of a kD-dimensional problem held as kD / 2 pairs (+ one scalar for odd kD), in
+// registers; dot() and axpy() do the arithmetic of dot_pairs and g[j] += c z[j] in the same order.
+template <int kD>
+struct Pairs {
+  static constexpr int kP = kD / 2;
+  static constexpr bool kOdd = kD % 2 == 1;
+  V2d x[kP > 0 ? kP : 1];
+  V2d g[kP > 0 ? kP : 1];
+  double x_last = 0, g_last = 0;
+  explicit Pairs(const double* xs) {
+    for (int p = 0; p < kP; ++p) {
+      x[p] = V2d{xs[2 * p], xs[2 * p + 1]};
+      g[p] = V2d{0.0, 0.0};
+    }
+    if constexpr (kOdd) x_last = xs[kD - 1];
+  }
+  double dot(const float* z) const {
+    V2d acc{0.0, 0.0};
+    for (int p = 0; p < kP; ++p) acc += load_pair(z + 2 * p) * x[p];
+    double even = acc[0];
+    if constexpr (kOdd) even += static_cast<double>(z[kD - 1]) * x_last;
+    return even + acc[1];
+  }
+  void axpy(double c, const float* z) {
+    const V2d cc{c, c};
+    for (int p = 0; p < kP; ++p) g[p] += cc * load_pair(z + 2 * p);
+    if constexpr (kOdd) g_last += c * static_cast<double>(z[kD - 1]);
+  }
+  void add_to(double* out) const {
+    for (int p = 0; p < kP; ++p) {
+      out[2 * p] += g[p][0];
+      out[2 * p + 1] += g[p][1];
+    }
+    if constexpr (kOdd) out[kD - 1] += g_last;
+  }
+};
+
+// Sums over rows[lo .. lo + m) of the logistic loss log(1 + exp(-t)) (when want_loss) and, into g (when
+// non-null), of its gradient -z / (1 + exp(t)), with t = z^T x in double. kD > 0 fixes the dimension at
+// compile time (x and the gradient sum in registers); kD = 0 reads it from d.
+template <int kD, class Rows>
+double logistic_rows(const Rows& rows, Index lo, Index m, Index d_runtime, const double* x, double* g, bool want_loss,
+                     Scratch& s) {
+  const Index d = kD > 0 ? kD : d_runtime;
+  if (s.v.size() < kChunk) s.v.resize(kChunk);
+  if (s.u.size() < kChunk) s.u.resize(kChunk);
+  Pairs<kD> pairs(x);
+  double loss = 0;
+  for (Index c0 = lo; c0 < lo + m; c0 += kChunk) {
+    const Index c = std::min<Index>(kChunk, lo + m - c0);
+    double* t = s.v.data();
+    for (Index r = 0; r < c; ++r) {
+      rows.prefetch(c0 + r);
+      if constexpr (kD > 0) {
+        t[r] = pairs.dot(rows[c0 + r]);
+      } else {
+        t[r] = dot_pairs(rows[c0 + r], x, d);
+      }
+    }
+    // log(1 + exp(-t)) = max(-t, 0) + log(1 + e) and its derivative -1 / (1 + exp(t)) = -(t >= 0 ? e : 1) / (1 + e),
+    // with e = exp(-|t|) <= 1 (no overflow): one exp per sample. The sum of the c logs is the log of the
+    // product of the (1 + e) in (1, 2] (at most 2^256, no overflow; rounding <= c ulps, i.e. <= 3e-14 absolute
+    // on a sum of order c): one log per chunk instead of one per sample.
+    auto tv = s.v.head(c).array();
+    auto e = s.u.head(c).array();
+    e = (-tv.abs()).exp();
+    if (want_loss || g == nullptr) loss += (-tv).max(0.0).sum() + std::log((1.0 + e).prod());
+    if (g == nullptr) continue;
+    tv = -(tv >= 0.0).select(e, 1.0) / (1.0 + e);
+    for (Index r = 0; r < c; ++r) {
+      const float* z = rows[c0 + r];
+      if constexpr (kD > 0) {
+        pairs.axpy(t[r], z);
+      } else {
+        for (Index j = 0; j < d; ++j) g[j] += t[r] * static_cast<double>(z[j]);
+      }
+    }
+  }
+  if constexpr (kD > 0) {
+    if (g != nullptr) pairs.add_to(g);
+  }
+  return loss;
+}
+
+// Calls f(std::integral_constant<int, D>) with D = d for d <= kMax, else D = 0 (runtime dimension).
+template <int kMax, class F>
+auto with_dim(Index d, F&& f) {
+  if constexpr (kMax == 0) {
+    return f(std::integral_constant<int, 0>{});
+  } else {
+    if (d == kMax) return f(std::integral_constant<int, kMax>{});
+    return with_dim<kMax - 1>(d, std::forward<F>(f));
+  }
+}
+
+constexpr int kMaxFixedDim = 16;
 
 class Logistic final : public SampleProblem {
  public:
   explicit Logistic(const SyntheticSpec& spec) : rho_(spec.rho), dim_(spec.dim) {
     check_synthetic(spec);
     std::vector<double> y;
-    std::shared_ptr<RowStore> rows = synthetic_rows(spec, "decentral.data.logistic", y, [](double z, RandomStream& rng, const Normal&) {
+    std::shared_ptr<RowStore> store = synthetic_rows(spec, "decentral.data.logistic", y, [](double z, RandomStream& rng, const Normal&) {
       return rng.uniform01() < 1.0 / (1.0 + std::exp(-z)) ? 1.0 : -1.0;
     });
     // Store z_l = y_l h_l: the loss and gradient only need y_l h_l (log(1 + exp(-z_l^T x)) and
     // -z_l / (1 + exp(z_l^T x))), and y = +-1 makes z_l^T x = y_l (h_l^T x) exactly (a sign flip of every
     // product), so the results are bit-for-bit those of the (h, y) form while a minibatch row is one read,
     // not a row plus a label somewhere else.
-    for (Index l = 0; l < rows->rows().rows(); ++l) rows->rows().row(l) *= y[static_cast<size_t>(l)];
-    f64_ = std::move(rows);
+    FloatRowsMap& rows = store->rows();
+    for (Index l = 0; l < rows.rows(); ++l) rows.row(l) *= static_cast<float>(y[static_cast<size_t>(l)]);
+    rows_ = rows.data();
+    features_ = rows.cols();
+    owner_ = std::move(store);
     nodes_ = contiguous(spec.samples, spec.nodes, Where{"", 0, "problem"});
     find_contiguous();
   }
   std::string name() const override { return "logistic-nonconvex"; }
-  // Training steps (a minibatch, gradient only): one fused pass over the batch's rows read in place (no
-  // gather copy, no matrix-vector kernel call for a 200 x 10 block): t_r = z_r^T x, then one vectorised
-  // exp over the batch, then g += sum_r c_r z_r while the rows are still in L1.
-  double local_gradient(NodeIndex i, const double* x, double* g, const Batch& batch, RandomStream* noise,
-                        Scratch& s) const override {
-    if (batch.size < 0 || batch.want_loss || g == nullptr) return SampleProblem::local_gradient(i, x, g, batch, noise, s);
-    const std::vector<int32_t>& ids = nodes_[static_cast<size_t>(i)];
-    const RowsMap& data = f64_->rows();
-    const Index d = idx(dim_);
-    const int64_t m = batch.size;
-    if (s.v.size() < kChunk) s.v.resize(kChunk);
-    if (static_cast<Index>(s.rows.size()) < kChunk) s.rows.resize(static_cast<size_t>(kChunk));
-    Map<VectorXd> gv(g, d);
-    gv.setZero();
-    for (int64_t lo = 0; lo < m; lo += kChunk) {
-      const Index c = std::min<Index>(kChunk, idx(m - lo));
-      const double** rows = s.rows.data();
-      // Contiguous nodes (always, for this problem's split): row = first + local, without a random read of ids.
-      const bool in_order = contiguous_[static_cast<size_t>(i)] && !ids.empty();
-      const int32_t first = in_order ? ids.front() : 0;
-      for (Index r = 0; r < c; ++r) {
-        const int32_t local = batch.local[lo + r];
-        rows[r] = data.row(in_order ? first + local : ids[static_cast<size_t>(local)]).data();
-        prefetch_row(rows[r]);
-      }
-      auto t = s.v.head(c);
-      for (Index r = 0; r < c; ++r) {
-        double acc = 0;
-        for (Index j = 0; j < d; ++j) acc += rows[r][j] * x[j];
-        t(r) = acc;
-      }
-      t.array() = -1.0 / (1.0 + t.array().exp());
-      for (Index r = 0; r < c; ++r) {
-        const double cr = t(r);
-        for (Index j = 0; j < d; ++j) g[j] += cr * rows[r][j];
-      }
-    }
-    gv *= m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
-    return regularize(x, g);
-  }
   int64_t dim() const override { return dim_; }
+
+  double local_gradient(NodeIndex i, const double* x, double* g, const Batch& batch, RandomStream*,
+                        Scratch& s) const override {
+    const std::vector<int32_t>& ids = nodes_[static_cast<size_t>(i)];
+    const Index m = batch.size < 0 ? static_cast<Index>(ids.size()) : idx(batch.size);
+    if (g != nullptr) Map<VectorXd>(g, idx(dim_)).setZero();
+    double loss = 0;
+    if (batch.size < 0 && contiguous_[static_cast<size_t>(i)]) {
+      const StridedRows rows{row(ids.front()), features_};
+      loss = with_dim<kMaxFixedDim>(features_, [&](auto kd) {
+        return logistic_rows<decltype(kd)::value>(rows, 0, m, features_, x, g, batch.want_loss, s);
+      });
+    } else {
+      if (static_cast<Index>(s.rows.size()) < m) s.rows.resize(static_cast<size_t>(m));
+      for (Index k = 0; k < m; ++k) s.rows[static_cast<size_t>(k)] = row(sample_id(i, batch.size < 0 ? k : batch.local[k]));
+      IndirectRows{s.rows.data(), m, features_ * idx(sizeof(float))}.warm_up();
+      loss = indirect(s.rows.data(), m, 0, m, x, g, batch.want_loss, s);
+    }
+    return finish(m, x, g, loss);
+  }
+
+  // All nodes' minibatch rows as one pointer array, read as one prefetched stream.
+  void node_gradients(const NodeMatrix& x, NodeMatrix& g, NodeIndex begin, NodeIndex end, const Batch* batches,
+                      RandomStream* noise, Scratch& s) const override {
+    Index total = 0;
+    for (NodeIndex i = begin; i < end; ++i) total += std::max<Index>(0, idx(batches[i].size));
+    if (static_cast<Index>(s.rows.size()) < total) s.rows.resize(static_cast<size_t>(total));
+    Index k = 0;
+    for (NodeIndex i = begin; i < end; ++i) {
+      for (int64_t r = 0; r < batches[i].size; ++r) s.rows[static_cast<size_t>(k++)] = row(sample_id(i, batches[i].local[r]));
+    }
+    IndirectRows{s.rows.data(), total, features_ * idx(sizeof(float))}.warm_up();
+    Index lo = 0;
+    for (NodeIndex i = begin; i < end; ++i) {
+      const Batch& b = batches[i];
+      double* gi = g.row(i).data();
+      if (b.size < 0) {
+        local_gradient(i, x.row(i).data(), gi, b, noise != nullptr ? &noise[i] : nullptr, s);
+        continue;
+      }
+      const Index m = idx(b.size);
+      Map<VectorXd>(gi, idx(dim_)).setZero();
+      const double loss = indirect(s.rows.data(), total, lo, m, x.row(i).data(), gi, b.want_loss, s);
+      finish(m, x.row(i).data(), gi, loss);
+      lo += m;
+    }
+  }
+
   NodeMatrix initial_point(uint64_t seed) const override {
     RandomStream rng = RandomStream::derive(seed, "decentral.init");
     const Normal normal(0.0, 0.01);
@@ -297,31 +461,26 @@ class Logistic final : public SampleProblem {
   }
 
  private:
-  double accumulate(const ConstRowsMap& chunk, const int32_t* /*ids*/, Index c, const double* x, double* g,
-                    bool want_loss, Scratch& s) const override {
-    if (s.u.size() < kChunk) s.u.resize(kChunk);
-    if (s.v.size() < kChunk) s.v.resize(kChunk);
-    const Map<const VectorXd> xv(x, idx(dim_));
-    // Rows are z_l = y_l h_l, so t = z_l^T x = y_l h_l^T x. Loss log(1 + exp(-t)) = max(-t, 0) + log(1 + e)
-    // with e = exp(-|t|) (stable); d loss / d x = -z_l sigmoid(-t) = -z_l (t >= 0 ? e / (1 + e) : 1 / (1 + e)):
-    // one exp per sample.
-    auto t = s.v.head(c);
-    auto z = s.u.head(c);
-    t.noalias() = chunk.topRows(c) * xv;
-    double loss = 0;
-    if (want_loss || g == nullptr) {
-      z.array() = (-t.array().abs()).exp();
-      loss = ((-t.array()).max(0.0) + (1.0 + z.array()).log()).sum();  // e <= 1: log(1 + e) is accurate to 1e-16 absolute
-      if (g == nullptr) return loss;
-      for (Index r = 0; r < c; ++r) {
-        const double e = z(r);
-        z(r) = -(t(r) >= 0 ? e / (1.0 + e) : 1.0 / (1.0 + e));
-      }
-    } else {
-      z.array() = -1.0 / (1.0 + t.array().exp());
-    }
-    Map<VectorXd>(g, idx(dim_)).noalias() += chunk.topRows(c).transpose() * z;
-    return loss;
+  // The row index of node i's local sample `local` (contiguous nodes: first + local, without reading ids).
+  int64_t sample_id(NodeIndex i, int64_t local) const {
+    const std::vector<int32_t>& ids = nodes_[static_cast<size_t>(i)];
+    return contiguous_[static_cast<size_t>(i)] ? ids.front() + local : ids[static_cast<size_t>(local)];
+  }
+  double indirect(const float* const* p, Index avail, Index lo, Index m, const double* x, double* g, bool want_loss,
+                  Scratch& s) const {
+    const IndirectRows rows{p, avail, features_ * idx(sizeof(float))};
+    return with_dim<kMaxFixedDim>(features_, [&](auto kd) {
+      return logistic_rows<decltype(kd)::value>(rows, lo, m, features_, x, g, want_loss, s);
+    });
+  }
+  // Turns the sums over m samples into means and adds the regularizer; returns f_i over the batch.
+  double finish(Index m, const double* x, double* g, double loss) const {
+    const double inv = m > 0 ? 1.0 / static_cast<double>(m) : 0.0;
+    if (g != nullptr) Map<VectorXd>(g, idx(dim_)) *= inv;
+    return loss * inv + regularize(x, g);
+  }
+  double accumulate(const ConstRowsMap&, const int32_t*, Index, const double*, double*, bool, Scratch&) const override {
+    return 0.0;  // unused: local_gradient is overridden
   }
   double regularize(const double* x, double* g) const override {
     double r = 0;
@@ -341,9 +500,11 @@ class LeastSquares final : public SampleProblem {
   explicit LeastSquares(const SyntheticSpec& spec) : dim_(spec.dim) {
     check_synthetic(spec);
     const double noise = spec.noise;
-    f64_ = synthetic_rows(spec, "decentral.data.least_squares", t_, [noise](double z, RandomStream& rng, const Normal& n) {
-      return z + noise * n.sample(rng);
-    });
+    std::shared_ptr<RowStore> store = synthetic_rows(spec, "decentral.data.least_squares", t_,
+                                                     [noise](double z, RandomStream& rng, const Normal& n) { return z + noise * n.sample(rng); });
+    rows_ = store->rows().data();
+    features_ = store->rows().cols();
+    owner_ = std::move(store);
     nodes_ = contiguous(spec.samples, spec.nodes, Where{"", 0, "problem"});
     find_contiguous();
   }
@@ -386,11 +547,18 @@ class Classifier final : public SampleProblem {
     h_ = spec.kind == ClassifierKind::kMlp ? idx(spec.hidden) : 0;
     dim_ = spec.kind == ClassifierKind::kMlp ? p_ * h_ + h_ + h_ * c_ + c_ : p_ * c_ + c_;
     // Share the training features without copying them.
-    f32_ = std::shared_ptr<const FeatureMatrix>(data_, &data_->train.features);
+    rows_ = train.features.data();
+    features_ = train.features.cols();
+    owner_ = data_;
     nodes_ = partition(train.labels, train.classes, spec.nodes, spec.partition, spec.data_seed, where.with_key("partition"));
   }
   std::string name() const override { return spec_.kind == ClassifierKind::kMlp ? "mlp" : "softmax"; }
   int64_t dim() const override { return dim_; }
+  double local_gradient(NodeIndex i, const double* x, double* g, const Batch& batch, RandomStream* noise,
+                        Scratch& s) const override {
+    if (batch.size < 0 || batch.want_loss || g == nullptr) return SampleProblem::local_gradient(i, x, g, batch, noise, s);
+    return minibatch_f32(i, x, g, batch, s);
+  }
   NodeMatrix initial_point(uint64_t) const override {
     NodeMatrix x = NodeMatrix::Zero(num_nodes(), idx(dim_));
     if (spec_.kind == ClassifierKind::kSoftmax) return x;
@@ -450,18 +618,7 @@ class Classifier final : public SampleProblem {
   double accumulate(const ConstRowsMap& chunk, const int32_t* ids, Index c, const double* x, double* g,
                     bool /*want_loss*/, Scratch& s) const override {
     forward(chunk, c, x, s);
-    // Softmax in place (s.b becomes probabilities minus one-hot: the gradient of the loss wrt the logits).
-    double loss = 0;
-    for (Index r = 0; r < c; ++r) {
-      auto row = s.b.row(r);
-      const double mx = row.maxCoeff();
-      row.array() = (row.array() - mx).exp();
-      const double sum = row.sum();
-      const int32_t y = data_->train.labels[static_cast<size_t>(ids[r])];
-      loss += std::log(sum) - std::log(row(y));
-      row /= sum;
-      row(y) -= 1.0;
-    }
+    const double loss = softmax_delta(ids, c, s);
     if (g == nullptr) return loss;
     if (spec_.kind == ClassifierKind::kSoftmax) {
       MMap gw(g, p_, c_);
@@ -483,6 +640,93 @@ class Classifier final : public SampleProblem {
     gw1.noalias() += chunk.topRows(c).transpose() * s.c.topRows(c);
     gb1 += s.c.topRows(c).colwise().sum();
     return loss;
+  }
+  // Softmax of the logits in s.b's first c rows, in place: s.b becomes probabilities minus one-hot (the
+  // gradient of the loss with respect to the logits). Returns the summed cross-entropy.
+  double softmax_delta(const int32_t* ids, Index c, Scratch& s) const {
+    double loss = 0;
+    for (Index r = 0; r < c; ++r) {
+      auto row = s.b.row(r);
+      const double mx = row.maxCoeff();
+      row.array() = (row.array() - mx).exp();
+      const double sum = row.sum();
+      const int32_t y = data_->train.labels[static_cast<size_t>(ids[r])];
+      loss += std::log(sum) - std::log(row(y));
+      row /= sum;
+      row(y) -= 1.0;
+    }
+    return loss;
+  }
+  // Training minibatch (gradient only): the products with the feature rows and the weights in float GEMMs
+  // (the features are float already; no widening copy), the softmax and every sum over the batch in double.
+  // Rounding: each float product sums k terms (k = features, hidden units or rows) with error <= k u sum|terms|
+  // (u = 2^-24; Higham, Accuracy and Stability, eq. 3.5), relative ~1e-6 to 1e-5 at k = 784; full-data
+  // metrics stay in double.
+  double minibatch_f32(NodeIndex i, const double* x, double* g, const Batch& batch, Scratch& s) const {
+    const std::vector<int32_t>& ids = nodes_[static_cast<size_t>(i)];
+    const bool mlp = spec_.kind == ClassifierKind::kMlp;
+    const Index k1 = mlp ? h_ : c_;  // width of the first product
+    Map<VectorXd>(g, idx(dim_)).setZero();
+    s.fw = CMap(x, p_, k1).cast<float>();
+    if (mlp) s.fw2 = CMap(x + p_ * h_ + h_, h_, c_).cast<float>();
+    const auto shape = [](auto& m, Index rows, Index cols) {
+      if (m.rows() != rows || m.cols() != cols) m.resize(rows, cols);
+    };
+    shape(s.fchunk, kChunk, p_);
+    shape(s.fa, kChunk, k1);
+    shape(s.fb, kChunk, c_);
+    shape(s.fgw, p_, k1);
+    if (mlp) {
+      shape(s.fc, kChunk, h_);
+      shape(s.fgw2, h_, c_);
+    }
+    if (s.b.rows() != kChunk || s.b.cols() != c_) s.b.resize(kChunk, c_);
+    if (static_cast<Index>(s.ids.size()) < kChunk) s.ids.resize(static_cast<size_t>(kChunk));
+    for (int64_t lo = 0; lo < batch.size; lo += kChunk) {
+      const Index c = std::min<Index>(kChunk, idx(batch.size - lo));
+      for (Index r = 0; r < c; ++r) {
+        const int32_t id = ids[static_cast<size_t>(batch.local[lo + r])];
+        s.ids[static_cast<size_t>(r)] = id;
+        std::memcpy(s.fchunk.row(r).data(), row(id), static_cast<size_t>(p_) * sizeof(float));
+      }
+      const auto chunk = s.fchunk.topRows(c);
+      auto fa = s.fa.topRows(c);
+      auto fb = s.fb.topRows(c);
+      fa.noalias() = chunk * s.fw;  // c x k1
+      if (!mlp) {
+        s.b.topRows(c) = fa.cast<double>();
+        s.b.topRows(c).rowwise() += Map<const Eigen::RowVectorXd>(x + p_ * c_, c_);
+        softmax_delta(s.ids.data(), c, s);
+        fb = s.b.topRows(c).cast<float>();
+        s.fgw.noalias() = chunk.transpose() * fb;
+        MMap(g, p_, c_) += s.fgw.cast<double>();
+        Map<Eigen::RowVectorXd>(g + p_ * c_, c_) += s.b.topRows(c).colwise().sum();
+        continue;
+      }
+      // Hidden activations relu(a W1 + b1) in double, then the same softmax layer on them.
+      if (s.a.rows() != kChunk || s.a.cols() != h_) s.a.resize(kChunk, h_);
+      s.a.topRows(c) = fa.cast<double>();
+      s.a.topRows(c).rowwise() += Map<const Eigen::RowVectorXd>(x + p_ * h_, h_);
+      s.a.topRows(c) = s.a.topRows(c).cwiseMax(0.0);
+      fa = s.a.topRows(c).cast<float>();
+      fb.noalias() = fa * s.fw2;
+      s.b.topRows(c) = fb.cast<double>();
+      s.b.topRows(c).rowwise() += Map<const Eigen::RowVectorXd>(x + p_ * h_ + h_ + h_ * c_, c_);
+      softmax_delta(s.ids.data(), c, s);
+      fb = s.b.topRows(c).cast<float>();
+      s.fgw2.noalias() = fa.transpose() * fb;
+      MMap(g + p_ * h_ + h_, h_, c_) += s.fgw2.cast<double>();
+      Map<Eigen::RowVectorXd>(g + p_ * h_ + h_ + h_ * c_, c_) += s.b.topRows(c).colwise().sum();
+      auto fc = s.fc.topRows(c);
+      fc.noalias() = fb * s.fw2.transpose();  // c x H
+      fc = (fa.array() > 0.0f).select(fc, 0.0f);  // relu'
+      s.fgw.noalias() = chunk.transpose() * fc;
+      MMap(g, p_, h_) += s.fgw.cast<double>();
+      Map<Eigen::RowVectorXd>(g + p_ * h_, h_) += fc.cast<double>().colwise().sum();
+    }
+    const double inv = batch.size > 0 ? 1.0 / static_cast<double>(batch.size) : 0.0;
+    Map<VectorXd>(g, idx(dim_)) *= inv;
+    return regularize(x, g);
   }
   double regularize(const double* x, double* g) const override {
     if (spec_.weight_decay == 0) return 0.0;
@@ -536,43 +780,59 @@ GradientOracle::GradientOracle(const Problem& p, int64_t batch, uint64_t seed) :
   for (NodeIndex i = 0; i < n; ++i) rng_.push_back(base.child(std::to_string(i)));
 }
 
-double GradientOracle::gradient(NodeIndex i, const double* x, double* g) {
-  const size_t k = static_cast<size_t>(i);
+void Problem::node_gradients(const NodeMatrix& x, NodeMatrix& g, NodeIndex begin, NodeIndex end, const Batch* batches,
+                             RandomStream* noise, Scratch& s) const {
+  for (NodeIndex i = begin; i < end; ++i) {
+    local_gradient(i, x.row(i).data(), g.row(i).data(), batches[i], noise != nullptr ? &noise[i] : nullptr, s);
+  }
+}
+
+Batch GradientOracle::draw(NodeIndex i, int32_t* out) {
   const int64_t m = p_.local_size(i);
   if (batch_ <= 0 || batch_ >= m) {
     samples_ += m;
-    return p_.local_gradient(i, x, g, Batch{nullptr, -1, false}, &rng_[k], scratch_);
+    return Batch{nullptr, -1, false};
   }
   // Floyd's algorithm (Bentley & Floyd, CACM 30(9), 1987): a uniform batch_-subset of {0..m-1} in
-  // O(batch_) draws, without touching an m-sized array. Membership is an open-addressing table.
-  RandomStream& rng = rng_[k];
-  size_t cap = 16;
-  while (cap < 2 * static_cast<size_t>(batch_)) cap *= 2;
-  if (table_.size() != cap) table_.resize(cap);
-  std::fill(table_.begin(), table_.end(), -1);
-  batch_ids_.resize(static_cast<size_t>(batch_));
-  const auto insert = [&](int32_t v) {  // true when v was absent
-    size_t h = (static_cast<uint32_t>(v) * 2654435761u) & (cap - 1);
-    while (table_[h] != -1) {
-      if (table_[h] == v) return false;
-      h = (h + 1) & (cap - 1);
-    }
-    table_[h] = v;
-    return true;
+  // O(batch_) draws. Membership is a bitmap of m bits, cleared again through the picks (O(batch_)).
+  RandomStream& rng = rng_[static_cast<size_t>(i)];
+  const size_t words = (static_cast<size_t>(m) + 63) / 64;
+  if (seen_.size() < words) seen_.resize(words, 0);
+  const auto test_and_set = [&](int64_t v) {  // true when v was absent
+    uint64_t& w = seen_[static_cast<size_t>(v) >> 6];
+    const uint64_t bit = uint64_t{1} << (v & 63);
+    const bool absent = (w & bit) == 0;
+    w |= bit;
+    return absent;
   };
-  int64_t count = 0;
-  for (int64_t j = m - batch_; j < m; ++j) {
-    const auto t = static_cast<int32_t>(rng.uniform_int(static_cast<uint64_t>(j) + 1));
-    const int32_t pick = insert(t) ? t : static_cast<int32_t>(j);
-    if (pick != t) insert(pick);
-    batch_ids_[static_cast<size_t>(count++)] = pick;
+  for (int64_t j = m - batch_, count = 0; j < m; ++j, ++count) {
+    const auto t = static_cast<int64_t>(rng.uniform_int(static_cast<uint64_t>(j) + 1));
+    // j itself is never drawn before step j (earlier picks are < j), so marking it needs no test.
+    const int64_t pick = test_and_set(t) ? t : j;
+    if (pick == j) seen_[static_cast<size_t>(j) >> 6] |= uint64_t{1} << (j & 63);
+    out[count] = static_cast<int32_t>(pick);
   }
+  for (int64_t r = 0; r < batch_; ++r) seen_[static_cast<size_t>(out[r]) >> 6] = 0;
   samples_ += batch_;
-  return p_.local_gradient(i, x, g, Batch{batch_ids_.data(), batch_, false}, &rng, scratch_);
+  return Batch{out, batch_, false};
+}
+
+double GradientOracle::gradient(NodeIndex i, const double* x, double* g) {
+  if (static_cast<int64_t>(batch_ids_.size()) < std::max<int64_t>(batch_, 0)) batch_ids_.resize(static_cast<size_t>(batch_));
+  const Batch b = draw(i, batch_ids_.data());
+  return p_.local_gradient(i, x, g, b, &rng_[static_cast<size_t>(i)], scratch_);
 }
 
 void GradientOracle::gradients(const NodeMatrix& x, NodeMatrix& g) {
-  for (NodeIndex i = 0; i < p_.num_nodes(); ++i) gradient(i, x.row(i).data(), g.row(i).data());
+  const NodeIndex n = p_.num_nodes();
+  const NodeIndex begin = 0;
+  const NodeIndex end = n;
+  const size_t slots = static_cast<size_t>(std::max<int64_t>(batch_, 0));
+  if (batch_ids_.size() < slots * static_cast<size_t>(n)) batch_ids_.resize(slots * static_cast<size_t>(n));
+  batches_.resize(static_cast<size_t>(n));
+  // Every node's draws come from its own stream, so drawing them all first gives the same minibatches.
+  for (NodeIndex i = begin; i < end; ++i) batches_[static_cast<size_t>(i)] = draw(i, batch_ids_.data() + slots * static_cast<size_t>(i));
+  p_.node_gradients(x, g, begin, end, batches_.data(), rng_.data(), scratch_);
 }
 
 std::unique_ptr<Problem> make_quadratic(QuadraticSpec spec) { return std::make_unique<Quadratic>(std::move(spec)); }

@@ -330,5 +330,105 @@ TEST(Datasets, TheDebianPackagesFilesHaveTheirPublishedShapes) {
   EXPECT_LE(f.train.features.maxCoeff(), 1.0f);
 }
 
+// --- speed paths (docs/decentral_algorithms.md, "Speed") ----------------------------------------------------
+
+TEST(Logistic, FixedAndRuntimeDimensionKernelsMatchFiniteDifferences) {
+  // d <= 16 runs a kernel with the dimension fixed at compile time (even and odd d), d > 16 the generic one.
+  for (int64_t d : {10, 7, 20}) {
+    SyntheticSpec s;
+    s.nodes = 2;
+    s.dim = d;
+    s.samples = 400;
+    expect_gradient_matches(*make_logistic_nonconvex(s), random_point(d, 20 + static_cast<uint64_t>(d), 0.5));
+  }
+}
+
+TEST(GradientOracle, AllNodesAtOnceEqualsOneNodeAtATimeBitForBit) {
+  // gradients() draws every node's minibatch first and reads all rows as one prefetched stream; every node's
+  // draws come from its own stream, so the values are exactly those of per-node gradient() calls.
+  for (int64_t d : {10, 20}) {
+    SyntheticSpec s;
+    s.nodes = 5;
+    s.dim = d;
+    s.samples = 5000;
+    const auto p = make_logistic_nonconvex(s);
+    const NodeMatrix x = p->initial_point(3);
+    NodeMatrix all(5, d), one(5, d);
+    GradientOracle a(*p, 37, 9), b(*p, 37, 9);
+    for (int step = 0; step < 3; ++step) {
+      a.gradients(x, all);
+      for (NodeIndex i = 0; i < 5; ++i) b.gradient(i, x.row(i).data(), one.row(i).data());
+      EXPECT_EQ(all, one) << "d = " << d << ", step " << step;
+    }
+    EXPECT_EQ(a.samples_processed(), 3 * 5 * 37);
+  }
+}
+
+// Records the positions of every minibatch it is asked for.
+class RecordingProblem final : public Problem {
+ public:
+  explicit RecordingProblem(int64_t m) : m_(m) {}
+  std::string name() const override { return "recording"; }
+  int64_t dim() const override { return 1; }
+  NodeIndex num_nodes() const override { return 1; }
+  int64_t local_size(NodeIndex) const override { return m_; }
+  double local_gradient(NodeIndex, const double*, double* g, const Batch& batch, RandomStream*, Scratch&) const override {
+    batches.emplace_back(batch.local, batch.local + batch.size);
+    if (g != nullptr) *g = 0;
+    return 0;
+  }
+  NodeMatrix initial_point(uint64_t) const override { return NodeMatrix::Zero(1, 1); }
+  mutable std::vector<std::vector<int32_t>> batches;
+
+ private:
+  int64_t m_;
+};
+
+TEST(GradientOracle, MinibatchesAreDistinctPositionsDrawnUniformly) {
+  // Floyd's algorithm over m = 100 positions, batch 30, N = 4000 draws: each position is in a batch with
+  // probability 30/100, so its count is Binomial(4000, 0.3): mean 1200, SD sqrt(4000 * 0.3 * 0.7) = 29.0.
+  // 100 counts all within 4.5 SD (130) fails with probability < 100 * 7e-6.
+  RecordingProblem p(100);
+  GradientOracle o(p, 30, 5);
+  const NodeMatrix x = NodeMatrix::Zero(1, 1);
+  NodeMatrix g(1, 1);
+  for (int t = 0; t < 4000; ++t) o.gradients(x, g);
+  ASSERT_EQ(p.batches.size(), 4000u);
+  std::vector<int> count(100, 0);
+  for (const std::vector<int32_t>& b : p.batches) {
+    ASSERT_EQ(b.size(), 30u);
+    EXPECT_EQ(std::set<int32_t>(b.begin(), b.end()).size(), 30u);
+    for (int32_t v : b) {
+      ASSERT_TRUE(v >= 0 && v < 100) << v;
+      ++count[static_cast<size_t>(v)];
+    }
+  }
+  for (int v = 0; v < 100; ++v) EXPECT_NEAR(count[static_cast<size_t>(v)], 1200, 130) << v;
+}
+
+TEST(Classifier, FloatMinibatchGradientsAgreeWithTheDoublePath) {
+  // A minibatch made of all of a node's samples takes the float-GEMM path; Batch{} (all samples) the double
+  // one. Each float product sums k <= 30 terms of size <= max|x| (features in [0, 1], probabilities <= 1), so
+  // its error is <= (k + 2) u sum|terms| with u = 2^-24 = 6e-8 (inputs rounded once, Higham eq. 3.5):
+  // <= 32 * 6e-8 * 30 = 6e-5 absolute on a sum, 2e-6 after the 1/30 mean. We allow 1e-5.
+  for (ClassifierKind kind : {ClassifierKind::kSoftmax, ClassifierKind::kMlp}) {
+    ClassifierSpec c;
+    c.kind = kind;
+    c.hidden = 4;
+    c.nodes = 1;
+    c.weight_decay = 0.1;
+    const auto p = make_classifier(tiny_data(), c);
+    const Eigen::VectorXd x = random_point(p->dim(), 8, 1.0);
+    Scratch s;
+    Eigen::VectorXd exact(p->dim()), fast(p->dim());
+    p->local_gradient(0, x.data(), exact.data(), Batch{}, nullptr, s);
+    std::vector<int32_t> all(30);
+    for (int32_t k = 0; k < 30; ++k) all[static_cast<size_t>(k)] = k;
+    p->local_gradient(0, x.data(), fast.data(), Batch{all.data(), 30, false}, nullptr, s);
+    EXPECT_LT((fast - exact).cwiseAbs().maxCoeff(), 1e-5) << p->name();
+    EXPECT_GT(exact.cwiseAbs().maxCoeff(), 1e-2) << p->name();  // a gradient worth comparing
+  }
+}
+
 }  // namespace
 }  // namespace orrery::decentral

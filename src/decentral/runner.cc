@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "decentral/async_gossip.h"
+#include "decentral/device_trace.h"
+
 namespace orrery::decentral {
 
 namespace {
@@ -58,46 +61,125 @@ void check_spec(const RunSpec& s, const Where& where) {
   if (!(s.params.speed_cv >= 0) || !std::isfinite(s.params.speed_cv)) throw InputError(where.with_key("speed-cv"), "expected >= 0");
 }
 
-// The synchronous clock of RunSpec::time (see runner.h).
-class SyncClock {
+// A problem whose absent nodes (churn) have zero gradients: they do not compute in that step.
+class MaskedProblem final : public Problem {
  public:
-  SyncClock(const TimeModel& m, const GraphSequence& seq, int64_t batch, uint64_t seed, bool gossip)
-      : m_(m), seq_(seq), on_(gossip && m.enabled()) {
-    if (!on_) return;
-    const auto n = static_cast<size_t>(seq.num_nodes());
-    compute_.resize(n);
-    t_.assign(n, 0.0);
-    next_.resize(n);
-    RandomStream rng = RandomStream::derive(seed, "decentral.hetero");
-    const LogNormal speed = LogNormal::from_mean_cv(1.0, m.speed_cv, Where{"", 0, "speed-cv"});
-    const double per_step = static_cast<double>(std::max<int64_t>(batch, 1)) * m.compute_per_sample.to_seconds();
-    for (double& c : compute_) c = per_step * (m.speed_cv > 0 ? speed.sample(rng) : 1.0);
+  MaskedProblem(const Problem& p, const std::vector<uint8_t>& present) : p_(p), present_(present) {}
+  std::string name() const override { return p_.name(); }
+  int64_t dim() const override { return p_.dim(); }
+  NodeIndex num_nodes() const override { return p_.num_nodes(); }
+  int64_t local_size(NodeIndex i) const override { return p_.local_size(i); }
+  double local_gradient(NodeIndex i, const double* x, double* g, const Batch& batch, RandomStream* noise,
+                        Scratch& s) const override {
+    if (present_[static_cast<size_t>(i)]) return p_.local_gradient(i, x, g, batch, noise, s);
+    if (g != nullptr) std::fill_n(g, p_.dim(), 0.0);
+    return 0.0;
   }
-  bool enabled() const { return on_; }
-  // Advances one step whose messages carried `bytes` in total; returns max_i T_i.
-  double advance(int64_t k, int64_t bytes) {
-    const Graph& g = seq_.graph_at(k);
-    const double per_message = g.num_edges() > 0 ? static_cast<double>(bytes) / static_cast<double>(g.num_edges()) : 0.0;
-    const double bw = m_.bandwidth.bytes_per_second();
-    const double link = m_.latency.to_seconds() + (bw > 0 ? per_message / bw : 0.0);
-    double latest = 0;
-    for (NodeIndex i = 0; i < g.num_nodes(); ++i) {
-      const auto ii = static_cast<size_t>(i);
-      double t = t_[ii] + compute_[ii];
-      for (NodeIndex j : g.in_neighbors(i)) t = std::max(t, t_[static_cast<size_t>(j)] + compute_[static_cast<size_t>(j)] + link);
-      next_[ii] = t;
-      latest = std::max(latest, t);
+  void node_gradients(const NodeMatrix& x, NodeMatrix& g, NodeIndex begin, NodeIndex end, const Batch* batches,
+                      RandomStream* noise, Scratch& s) const override {
+    p_.node_gradients(x, g, begin, end, batches, noise, s);
+    for (NodeIndex i = begin; i < end; ++i) {
+      if (!present_[static_cast<size_t>(i)]) g.row(i).setZero();
     }
-    std::swap(t_, next_);
-    return latest;
   }
+  NodeMatrix initial_point(uint64_t seed) const override { return p_.initial_point(seed); }
+  std::optional<double> test_accuracy(const double* x, Scratch& s) const override { return p_.test_accuracy(x, s); }
 
  private:
-  TimeModel m_;
-  const GraphSequence& seq_;
-  bool on_;
-  std::vector<double> compute_, t_, next_;
+  const Problem& p_;
+  const std::vector<uint8_t>& present_;
 };
+
+// Step k's mixing matrices rebuilt on the subgraph of present nodes (absent nodes isolated: row and column
+// e_i), with the algorithm's rule, in every slot of `out` (so any index the algorithm asks for finds them).
+void restrict_schedule(const Graph& g, const std::vector<uint8_t>& present, const AlgorithmInfo& info,
+                       const std::optional<MixingSpec>& override_spec, MixingSchedule& out, const Where& where) {
+  std::vector<Edge> edges;
+  for (const Edge& e : g.edges()) {
+    if (present[static_cast<size_t>(e.from)] && present[static_cast<size_t>(e.to)]) edges.push_back(e);
+  }
+  const Graph sub(g.num_nodes(), std::move(edges), g.name() + " (present nodes)");
+  const auto fill = [](std::vector<SparseMixing>& slots, const Eigen::MatrixXd& w) {
+    slots.assign(2, SparseMixing(w));
+  };
+  const auto make = [&](MixingSpec rule, bool row, bool column) {
+    Eigen::MatrixXd w = mixing_matrix(sub, rule, where);
+    if ((row && !is_row_stochastic(w, 1e-9)) || (column && !is_column_stochastic(w, 1e-9))) {
+      throw InputError(where, fmt::format("with churn, mixing '{}' on the present nodes of '{}' is not {} stochastic as "
+                                          "'{}' needs",
+                                          mixing_name(rule), g.name(), row && column ? "doubly" : row ? "row" : "column",
+                                          info.name),
+                       "use metropolis (undirected graphs), pull or push");
+    }
+    return w;
+  };
+  switch (info.need) {
+    case MatrixNeed::kDoubly: fill(out.w, make(override_spec.value_or(MixingSpec{MixingRule::kMetropolis, false}), true, true)); break;
+    case MatrixNeed::kRow: fill(out.a, make(override_spec.value_or(MixingSpec{MixingRule::kPull, false}), true, false)); break;
+    case MatrixNeed::kColumn: fill(out.b, make(override_spec.value_or(MixingSpec{MixingRule::kPush, false}), false, true)); break;
+    case MatrixNeed::kRowAndColumn:
+      fill(out.a, make(override_spec.value_or(MixingSpec{MixingRule::kPull, false}), true, false));
+      fill(out.b, make(override_spec.value_or(MixingSpec{MixingRule::kPush, false}), false, true));
+      break;
+    case MatrixNeed::kNone: break;
+  }
+}
+
+// Refuses time models the run cannot honour (see runner.h, Checks).
+void check_time(const AlgorithmInfo& info, const GraphSequence& seq, const RunSpec& spec, const HeterogeneitySpec& h,
+                bool distributed, const Where& where) {
+  const bool churn = h.churn.enabled() || (h.trace && h.trace->has_availability());
+  const Where wt = where.with_key("time");
+  if (spec.time.mode == TimeMode::kAsync) {
+    if (info.federated) {
+      throw InputError(wt, fmt::format("'{}' is federated and keeps its own client clock; --time async is for gossip "
+                                       "algorithms",
+                                       info.name),
+                       "drop --time async (fedasync and fedbuff are asynchronous already)");
+    }
+    async_rule_for(info.name, where.with_key("algo"));
+    if (!h.compute && !h.trace) {
+      throw InputError(wt, "asynchronous time needs a compute time per sample",
+                       "add --heterogeneity compute=20us (or --compute-per-sample, or --device-trace)");
+    }
+    if (info.name == "dsgd" && !seq.is_static()) {
+      throw InputError(wt, fmt::format("asynchronous dsgd needs a static graph; '{}' is time-varying", seq.name()),
+                       "use push-sum on time-varying graphs");
+    }
+  }
+  if (distributed && (churn || spec.time.mode == TimeMode::kAsync)) {
+    throw InputError(where.with_key("runtime"), "churn and asynchronous time run in-process only",
+                     "run it in-process (--runtime in-process)");
+  }
+  if (churn && !info.federated && spec.time.mode == TimeMode::kSync && info.need == MatrixNeed::kDoubly) {
+    for (const Graph& g : seq.graphs()) {
+      if (!g.is_symmetric()) {
+        throw InputError(where.with_key("churn"),
+                         fmt::format("'{}' needs a doubly stochastic W, but the present nodes of the directed graph '{}' "
+                                     "do not form a balanced graph",
+                                     info.name, g.name()),
+                         "use an undirected topology, or push-sum / push-pull on directed graphs");
+      }
+    }
+  }
+}
+
+// What the MPI runtime cannot run yet (see run()).
+void check_distributable(const AlgorithmInfo& info, const RunSpec& spec, const Where& where) {
+  if (info.federated) {
+    throw InputError(where.with_key("runtime"),
+                     fmt::format("the federated algorithm '{}' is not supported by the MPI runtime yet (its server "
+                                 "and client sampling run in one process)",
+                                 info.name),
+                     "run it in-process (--runtime in-process), or use a gossip algorithm");
+  }
+  if (info.name == "choco-sgd" && spec.params.compressor.kind == CompressorKind::kQsgd) {
+    throw InputError(where.with_key("runtime"),
+                     "choco-sgd with qsgd is not supported by the MPI runtime: its one random stream draws per node "
+                     "depending on that node's values, which other processes do not hold",
+                     "use --compress top-k or rand-k, or run it in-process");
+  }
+}
 
 }  // namespace
 
@@ -145,6 +227,17 @@ MixingSchedule build_schedule(const GraphSequence& seq, const AlgorithmInfo& inf
   return m;
 }
 
+HeterogeneitySpec TimeModel::resolved() const {
+  HeterogeneitySpec h = hetero;
+  if (!h.compute && compute_per_sample > Time::zero()) {
+    const double c = compute_per_sample.to_seconds();
+    h.compute = speed_cv > 0 ? Dist::lognormal(c, speed_cv) : Dist::fixed(c);
+  }
+  if (!h.latency && latency > Time::zero()) h.latency = Dist::fixed(latency.to_seconds());
+  if (!h.bandwidth && bandwidth.bytes_per_second() > 0) h.bandwidth = Dist::fixed(bandwidth.bytes_per_second());
+  return h;
+}
+
 Stat summarize(const std::vector<double>& v) {
   Stat s;
   if (v.empty()) return s;
@@ -167,7 +260,7 @@ Stat summarize(const std::vector<double>& v) {
 }
 
 RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& spec, const ProgressFn& progress,
-              const Where& where) {
+              const Where& where, GossipExchange* exchange) {
   const auto start = std::chrono::steady_clock::now();
   check_spec(spec, where);
   const AlgorithmInfo& info = find_algorithm(spec.algorithm, where.with_key("algo"));
@@ -177,7 +270,11 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
                      fmt::format("inconsistent node counts: the topology '{}' has {} nodes, the problem '{}' {}",
                                  seq.name(), seq.num_nodes(), problem.name(), n));
   }
+  if (exchange != nullptr) check_distributable(info, spec, where);
+  const HeterogeneitySpec hetero = spec.time.resolved();
+  check_time(info, seq, spec, hetero, exchange != nullptr, where);
   const MixingSchedule mix = build_schedule(seq, info, spec.mixing, where);
+  if (exchange != nullptr) exchange->setup(n, mix, where.with_key("runtime"));
   AlgoParams params = spec.params;
   if (spec.effective_lr && info.tracks_sum) params.lr /= static_cast<double>(n);
   // A Perron vector uniform to within 1e-9 relative (e.g. a pull matrix on a regular digraph, which is
@@ -197,19 +294,49 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
   Scratch eval_scratch;
   Eigen::RowVectorXd xbar(d), xpi(d);
   Eigen::VectorXd grad(d);
+  NodeMatrix gathered;  // the root's copy of every process's rows (MPI runtime)
   const int64_t total = spec.seeds * spec.iters;
   for (int64_t r = 0; r < spec.seeds; ++r) {
     const uint64_t seed = spec.seed + static_cast<uint64_t>(r);
-    GradientOracle oracle(problem, spec.batch, seed);
-    StepContext ctx{mix, oracle, params, RandomStream::derive(seed, "decentral.algorithm")};
-    std::unique_ptr<Algorithm> alg = info.make();
+    // Simulated time (runner.h, TimeModel): the run's heterogeneity drawn for this seed.
+    const bool timed = spec.time.enabled();
+    std::optional<NetworkProfile> profile;
+    if (timed) profile.emplace(hetero, seq, seed, where);
+    const bool async = timed && spec.time.mode == TimeMode::kAsync && !info.federated;
+    std::optional<SyncClock> clock;
+    if (timed && !info.federated && !async) clock.emplace(*profile, seq, spec.batch);
+    const bool churn = clock && profile->has_churn();
+    std::vector<uint8_t> present(static_cast<size_t>(n), 1);
+    const MaskedProblem masked(problem, present);
+    GradientOracle oracle(churn ? static_cast<const Problem&>(masked) : problem, spec.batch, seed);
+    MixingSchedule step_mix;
+    if (churn) step_mix = mix;
+    StepContext ctx{churn ? step_mix : mix, oracle, params, RandomStream::derive(seed, "decentral.algorithm")};
+    ctx.exchange = exchange;
+    if (info.federated && timed) {
+      ctx.clients = &*profile;
+      ctx.sim_time = 0;
+    }
+    std::unique_ptr<Algorithm> alg;
+    AsyncGossip* async_alg = nullptr;
+    if (async) {
+      auto a = std::make_unique<AsyncGossip>(async_rule_for(info.name, where.with_key("algo")), seq, *profile);
+      async_alg = a.get();
+      alg = std::move(a);
+    } else {
+      alg = info.make();
+    }
     alg->init(problem.initial_point(seed), ctx);
     std::vector<MetricPoint>& points = result.per_seed.emplace_back();
-    SyncClock clock(spec.time, seq, spec.batch, seed, !info.federated);
-    if (clock.enabled()) ctx.sim_time = 0;
+    if (clock) ctx.sim_time = 0;
+    int64_t node_steps = 0, present_steps = 0;
     const auto evaluate = [&](int64_t k) {
       const auto eval_start = std::chrono::steady_clock::now();
-      const NodeMatrix& x = alg->iterates();
+      if (exchange != nullptr) {
+        exchange->gather(alg->iterates(), gathered);
+        if (!exchange->is_root()) return;
+      }
+      const NodeMatrix& x = exchange != nullptr ? gathered : alg->iterates();
       MetricPoint p;
       p.iter = k;
       xbar = x.colwise().mean();
@@ -226,20 +353,34 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
       p.accuracy = problem.test_accuracy(xbar.data(), eval_scratch).value_or(kNaN);
       p.bytes = static_cast<double>(ctx.bytes);
       p.sim_time = ctx.sim_time;
+      p.staleness_mean = async_alg != nullptr ? async_alg->staleness().mean() : kNaN;
+      p.staleness_max = async_alg != nullptr ? static_cast<double>(async_alg->staleness().max) : kNaN;
+      p.participation = kNaN;
+      if (churn) p.participation = node_steps > 0 ? static_cast<double>(present_steps) / static_cast<double>(node_steps) : 1.0;
+      if (async_alg != nullptr && profile->has_churn()) {
+        const double started = static_cast<double>(async_alg->local_updates() + async_alg->dropped_iterations());
+        p.participation = started > 0 ? static_cast<double>(async_alg->local_updates()) / started : 1.0;
+      }
       points.push_back(p);
       result.eval_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - eval_start).count();
     };
     evaluate(0);
     for (int64_t k = 0; k < spec.iters; ++k) {
       const int64_t bytes_before = ctx.bytes;
+      if (churn) {
+        present = clock->present(k);
+        restrict_schedule(seq.graph_at(k), present, info, spec.mixing, step_mix, where.with_key("mixing"));
+        node_steps += n;
+        for (uint8_t on : present) present_steps += on;
+      }
       alg->step(k, ctx);
-      if (clock.enabled()) ctx.sim_time = clock.advance(k, ctx.bytes - bytes_before);
+      if (clock) ctx.sim_time = clock->advance(k, ctx.bytes - bytes_before);
       if ((k + 1) % every == 0 || k + 1 == spec.iters) evaluate(k + 1);
       if (progress && (k & 63) == 0) progress(r * spec.iters + k, total);
     }
   }
   if (progress) progress(total, total);
-  const size_t points = result.per_seed.front().size();
+  const size_t points = result.per_seed.front().size();  // 0 on the MPI runtime's other processes
   std::vector<double> v(static_cast<size_t>(spec.seeds));
   for (size_t k = 0; k < points; ++k) {
     SummaryPoint s;
@@ -255,6 +396,9 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
     s.accuracy = stat(&MetricPoint::accuracy);
     s.bytes = stat(&MetricPoint::bytes);
     s.sim_time = stat(&MetricPoint::sim_time);
+    s.staleness_mean = stat(&MetricPoint::staleness_mean);
+    s.staleness_max = stat(&MetricPoint::staleness_max);
+    s.participation = stat(&MetricPoint::participation);
     result.summary.push_back(s);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -16,11 +16,16 @@
 //               accuracy     test accuracy at xbar (NaN without a test set);
 //               bytes        bytes sent by all nodes so far;
 //               sim_time     simulated seconds: the asynchronous algorithms' clock, or the TimeModel's
-//                            synchronous clock for gossip algorithms when set; NaN otherwise.
+//                            synchronous clock for gossip algorithms when set; NaN otherwise;
+//               staleness    asynchronous gossip: mean and max staleness of the messages mixed so far;
+//               participation with churn: the fraction of node-steps that took part so far.
 //             Each is summarised over seeds as mean, sample standard deviation, min and max.
 //   Checks    (InputError) unknown algorithm; node counts of problem and graph differ; the graph (the union
 //             of one period) is not strongly connected; the mixing matrix is not stochastic the way the
-//             algorithm needs (doubly / row / column); iters, batch, seeds, lr out of range.
+//             algorithm needs (doubly / row / column); iters, batch, seeds, lr out of range; churn with a
+//             doubly stochastic algorithm on a directed graph (the present subgraph is not balanced);
+//             asynchronous time for an algorithm other than push-sum and dsgd, without a compute time, or
+//             dsgd on a time-varying graph; churn or asynchronous time on the MPI runtime.
 #pragma once
 
 #include <cstdint>
@@ -32,23 +37,38 @@
 #include "core/units.h"
 #include "decentral/algorithm.h"
 #include "decentral/graph.h"
+#include "decentral/heterogeneity.h"
 #include "decentral/mixing.h"
 #include "decentral/problem.h"
 
 namespace orrery::decentral {
 
-// Synchronous wall-clock of gossip algorithms (issue item 5, first piece). Node i computes its step in
-// batch * compute_per_sample * s_i (s_i ~ LogNormal, mean 1, CV speed_cv, drawn once per node from
-// RandomStream::derive(seed, "decentral.hetero")); a message over a link takes latency + bytes /
-// bandwidth. Local synchrony: node i starts step k + 1 when its own step k is done and the step-k
-// messages of all its in-neighbours have arrived, T_i(k+1) = max_{j in in(i) ∪ {i}} (T_j(k) + c_j +
-// [j != i] (latency + b / bandwidth)), b = the step's bytes per message. Simulated time = max_i T_i.
+// Simulated time of gossip and federated runs (issue item 5; model cards in decentral/heterogeneity.h and
+// decentral/async_gossip.h). The four scalar fields are the short form of `hetero`: node i's compute per
+// sample ~ LogNormal(compute_per_sample, CV speed_cv) (fixed when speed_cv = 0), a fixed link latency and
+// bandwidth; they fill the corresponding distributions of `hetero` when those are unset.
+//   sync   Local synchrony: node i starts step k + 1 when its own step k is done and the step-k messages of
+//          all its present in-neighbours have arrived (SyncClock); with churn, absent nodes skip the step:
+//          the step's mixing matrices are rebuilt on the subgraph of present nodes (an absent node keeps
+//          its row and column e_i) and an absent node's gradient is zero.
+//   async  Event-driven asynchronous gossip (AsyncGossip: push-sum or dsgd), staleness reported.
+//   Federated algorithms keep their own event clock; with `hetero` their clients' job times come from
+//   NetworkProfile::job_end (FedScale's round time, availability and dropped jobs).
+enum class TimeMode { kSync, kAsync };
+
 struct TimeModel {
   Time compute_per_sample = Time::zero();
   double speed_cv = 0.0;
   Time latency = Time::zero();
   Bandwidth bandwidth{0.0};  // 0: infinite
-  bool enabled() const { return compute_per_sample > Time::zero() || latency > Time::zero() || bandwidth.bytes_per_second() > 0; }
+  HeterogeneitySpec hetero;
+  TimeMode mode = TimeMode::kSync;
+  bool enabled() const {
+    return compute_per_sample > Time::zero() || latency > Time::zero() || bandwidth.bytes_per_second() > 0 ||
+           hetero.enabled() || mode == TimeMode::kAsync;
+  }
+  // hetero with the scalar fields folded in.
+  HeterogeneitySpec resolved() const;
 };
 
 struct RunSpec {
@@ -73,11 +93,16 @@ struct Stat {
 struct MetricPoint {
   int64_t iter = 0;
   double loss = 0, grad_norm = 0, grad_norm_pi = 0, consensus = 0, accuracy = 0, bytes = 0, sim_time = 0;
+  // Asynchronous gossip: mean and max staleness of the messages mixed so far (NaN otherwise).
+  double staleness_mean = 0, staleness_max = 0;
+  // Churn: fraction of node-steps (sync) or of local iterations started (async: 1 - dropped / started)
+  // that took part so far (NaN without churn).
+  double participation = 0;
 };
 
 struct SummaryPoint {
   int64_t iter = 0;
-  Stat loss, grad_norm, grad_norm_pi, consensus, accuracy, bytes, sim_time;
+  Stat loss, grad_norm, grad_norm_pi, consensus, accuracy, bytes, sim_time, staleness_mean, staleness_max, participation;
 };
 
 struct RunResult {
@@ -98,8 +123,13 @@ MixingSchedule build_schedule(const GraphSequence& seq, const AlgorithmInfo& inf
 
 using ProgressFn = std::function<void(int64_t done, int64_t total)>;
 
+// With an `exchange` (decentral/mpi_runtime.h) every process calls run() with the same arguments; each
+// computes its own block of nodes and the root alone evaluates the metrics on the gathered iterates, so its
+// result is byte-identical to the in-process run's; the others return a result without points. Federated
+// algorithms, and choco-sgd with qsgd (whose shared random stream depends on every node's values), are
+// refused with an InputError.
 RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& spec, const ProgressFn& progress = {},
-              const Where& where = {});
+              const Where& where = {}, GossipExchange* exchange = nullptr);
 
 // Mean, sample standard deviation (0 for one value), min, max.
 Stat summarize(const std::vector<double>& values);

@@ -49,6 +49,20 @@
 //                     activation_function "relu"; dropout 0.1; attention_dropout 0.0;
 //                     activation_dropout 0.0; tie_word_embeddings True (PretrainedConfig);
 //                     learned positions with an offset of 2 (OPTLearnedPositionalEmbedding).
+// Video diffusion transformers (diffusers config.json, dispatched on "_class_name"):
+//   WanTransformer3DModel (diffusers/models/transformers/transformer_wan.py, register_to_config):
+//                     patch_size (1, 2, 2); num_attention_heads 40; attention_head_dim 128;
+//                     in_channels 16; out_channels 16 (None -> in_channels); text_dim 4096;
+//                     freq_dim 256; ffn_dim 13824; num_layers 40; cross_attn_norm True;
+//                     qk_norm "rms_norm_across_heads" (None: no q/k norm); image_dim None and
+//                     added_kv_proj_dim None (set only by the image-to-video models, not modelled).
+//   WanModel          the original Wan2.1 repository's config.json (Wan-Video/Wan2.1, wan/modules/
+//                     model.py): dim, num_heads, ffn_dim, num_layers, in_dim, out_dim, freq_dim,
+//                     text_dim 4096, text_len 512, patch_size, qk_norm (bool), cross_attn_norm (bool),
+//                     model_type "t2v" ("i2v"/"flf2v" are image-conditioned: not modelled).
+//   "orrery_video" (optional object): the video sample the model is trained on, {"frames", "height",
+//   "width", "vae_stride": [t, s, s], "text_tokens"}; DitSpec's defaults (Wan2.1's 81 x 720 x 1280,
+//   VAE 4 x 8 x 8, 512 text tokens) when absent.
 
 namespace orrery::io {
 namespace {
@@ -545,6 +559,128 @@ ModelSpec parse_opt(const Config& c) {
   return s;
 }
 
+// Diffusers model classes, named by "_class_name" (diffusers configs have no "architectures").
+constexpr const char* kDitClasses[] = {"WanTransformer3DModel", "WanModel"};
+
+// DiT patch_size: an array of three positive integers (t, h, w).
+void read_patch(const Config& c, model::DitSpec& v) {
+  if (!c.present("patch_size") || c.is_null("patch_size")) return;
+  const std::vector<int64_t> patch = c.int_list("patch_size");
+  if (patch.size() != 3) {
+    c.fail("patch_size", "key 'patch_size': expected 3 integers [t, h, w], found " + std::to_string(patch.size()));
+  }
+  for (int64_t x : patch) c.check_positive("patch_size", x);
+  v.patch_t = patch[0];
+  v.patch_h = patch[1];
+  v.patch_w = patch[2];
+}
+
+void read_orrery_video(const Config& c, model::DitSpec& v) {
+  const char* key = "orrery_video";
+  if (!c.present(key) || c.is_null(key)) return;
+  const json& o = c.root().at(key);
+  if (!o.is_object()) c.fail(key, "key 'orrery_video': expected an object {\"frames\": ..., ...}, found " + describe(o));
+  auto field = [&](const char* name, int64_t& target) {
+    if (!o.contains(name)) return;
+    const json& x = o.at(name);
+    if (!x.is_number_integer() || x.get<int64_t>() <= 0) {
+      c.fail(key, "key 'orrery_video." + std::string(name) + "': expected a positive integer, found " + describe(x));
+    }
+    target = x.get<int64_t>();
+  };
+  static const std::vector<std::string> kKnown = {"frames", "height", "width", "vae_stride", "text_tokens", "note"};
+  for (const auto& [name, value] : o.items()) {
+    if (std::find(kKnown.begin(), kKnown.end(), name) == kKnown.end()) {
+      c.fail(key, "key 'orrery_video': unknown field '" + name + "'", suggest(name, kKnown));
+    }
+  }
+  field("frames", v.frames);
+  field("height", v.height);
+  field("width", v.width);
+  field("text_tokens", v.text_tokens);
+  if (o.contains("vae_stride")) {
+    const json& st = o.at("vae_stride");
+    const bool ok = st.is_array() && st.size() == 3 &&
+                    std::all_of(st.begin(), st.end(), [](const json& x) { return x.is_number_integer() && x.get<int64_t>() > 0; });
+    if (!ok || st.at(1) != st.at(2)) {
+      c.fail(key, "key 'orrery_video.vae_stride': expected [t, s, s], three positive integers with equal height and "
+                  "width strides, found " + st.dump());
+    }
+    v.vae_t = st.at(0).get<int64_t>();
+    v.vae_s = st.at(1).get<int64_t>();
+  }
+}
+
+// diffusers WanTransformer3DModel, or the Wan2.1 repository's WanModel config (see the defaults above).
+ModelSpec parse_wan(const Config& c, bool diffusers) {
+  ModelSpec s;
+  s.family = Family::kDit;
+  model::DitSpec& v = s.dit;
+  if (diffusers) {
+    s.heads = c.required_positive({"num_attention_heads"});
+    s.head_dim = c.int_or({"attention_head_dim"}, 128);
+    c.check_positive("attention_head_dim", s.head_dim);
+    s.hidden = s.heads * s.head_dim;
+    s.layers = c.int_or({"num_layers"}, 40);
+    c.check_positive("num_layers", s.layers);
+    s.ffn = c.required_positive({"ffn_dim"});
+    v.in_channels = c.int_or({"in_channels"}, 16);
+    c.check_positive("in_channels", v.in_channels);
+    v.out_channels = c.nullable_int("out_channels", 16).value_or(v.in_channels);
+    c.check_positive("out_channels", v.out_channels);
+    const std::string qk = c.string_or("qk_norm", c.is_null("qk_norm") ? "" : "rms_norm_across_heads");
+    if (!qk.empty() && qk != "rms_norm_across_heads") {
+      c.fail("qk_norm", "key 'qk_norm': unsupported '" + qk + "'", suggest(qk, {"rms_norm_across_heads"}));
+    }
+    s.qk_norm = !qk.empty();
+    for (const char* key : {"image_dim", "added_kv_proj_dim"}) {
+      if (c.present(key) && !c.is_null(key)) {
+        c.fail(key, "key '" + std::string(key) + "': image conditioning (Wan image-to-video) is not modelled; "
+                    "expected null");
+      }
+    }
+  } else {
+    const std::string type = c.string_or("model_type", "t2v");
+    if (type != "t2v" && type != "t2i") {
+      c.fail("model_type", "model_type '" + type + "': only the text-conditioned Wan models (t2v) are modelled",
+             suggest(type, {"t2v"}));
+    }
+    s.hidden = c.required_positive({"dim"});
+    s.heads = c.required_positive({"num_heads"});
+    if (s.hidden % s.heads != 0) {
+      c.fail("num_heads", "key 'num_heads' (" + std::to_string(s.heads) + ") must divide 'dim' (" +
+                              std::to_string(s.hidden) + ")");
+    }
+    s.head_dim = s.hidden / s.heads;
+    s.layers = c.required_positive({"num_layers"});
+    s.ffn = c.required_positive({"ffn_dim"});
+    v.in_channels = c.int_or({"in_dim"}, 16);
+    c.check_positive("in_dim", v.in_channels);
+    v.out_channels = c.int_or({"out_dim"}, 16);
+    c.check_positive("out_dim", v.out_channels);
+    v.text_tokens = c.int_or({"text_len"}, 512);
+    c.check_positive("text_len", v.text_tokens);
+    s.qk_norm = c.bool_or("qk_norm", true);
+  }
+  s.kv_heads = s.heads;
+  v.text_dim = c.int_or({"text_dim"}, 4096);
+  c.check_positive("text_dim", v.text_dim);
+  v.freq_dim = c.int_or({"freq_dim"}, 256);
+  c.check_positive("freq_dim", v.freq_dim);
+  v.cross_attn_norm = c.bool_or("cross_attn_norm", true);
+  read_patch(c, v);
+  read_orrery_video(c, v);
+  s.vocab = 0;
+  s.positions = PositionKind::kRope;
+  s.norm = NormKind::kLayerNorm;
+  s.mlp = MlpKind::kPlain;
+  s.activation = Activation::kGeluTanh;
+  s.qkv_bias = s.out_bias = s.mlp_bias = true;
+  const model::FieldError e = model::video_error(v);
+  if (!e.field.empty()) c.fail(c.present("orrery_video") ? "orrery_video" : "patch_size", e.message);
+  return s;
+}
+
 const ArchEntry& dispatch(const Config& c) {
   std::string arch;
   if (c.present("architectures") && !c.is_null("architectures")) {
@@ -621,6 +757,7 @@ const std::vector<std::string>& supported_hf_architectures() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> out;
     for (const ArchEntry& e : kArchs) out.emplace_back(e.architecture);
+    for (const char* name : kDitClasses) out.emplace_back(name);
     return out;
   }();
   return names;
@@ -639,14 +776,25 @@ model::ModelSpec parse_hf_config(std::string_view text, const std::string& sourc
                      std::string("expected a JSON object at the top level, found ") + root.type_name());
   }
   Config c(root, text, source_name);
-  const ArchEntry& entry = dispatch(c);
-  c.set_architecture(entry.architecture);
   ModelSpec s;
-  switch (entry.family) {
-    case Family::kDeepSeekV3: s = parse_deepseek_v3(c); break;
-    case Family::kGpt2: s = parse_gpt2(c); break;
-    case Family::kOpt: s = parse_opt(c); break;
-    default: s = parse_llama_like(c, entry.family); break;
+  const std::string dit_class =
+      c.present("architectures") ? std::string() : c.string_or("_class_name", "");
+  if (!dit_class.empty()) {
+    if (dit_class != kDitClasses[0] && dit_class != kDitClasses[1]) {
+      c.fail("_class_name", "unsupported diffusers model class '" + dit_class + "'",
+             suggest(dit_class, supported_hf_architectures()));
+    }
+    c.set_architecture(dit_class);
+    s = parse_wan(c, dit_class == kDitClasses[0]);
+  } else {
+    const ArchEntry& entry = dispatch(c);
+    c.set_architecture(entry.architecture);
+    switch (entry.family) {
+      case Family::kDeepSeekV3: s = parse_deepseek_v3(c); break;
+      case Family::kGpt2: s = parse_gpt2(c); break;
+      case Family::kOpt: s = parse_opt(c); break;
+      default: s = parse_llama_like(c, entry.family); break;
+    }
   }
   s.name = spec_name(c, source_name);
   s.provenance = parse_provenance(c);

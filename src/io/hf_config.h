@@ -6,6 +6,10 @@
 //   Qwen2ForCausalLM (qwen2), Qwen2MoeForCausalLM (qwen2_moe), Qwen3ForCausalLM (qwen3),
 //   Qwen3MoeForCausalLM (qwen3_moe), DeepseekV3ForCausalLM (deepseek_v3), GPT2LMHeadModel (gpt2),
 //   OPTForCausalLM (opt).
+//   Diffusers configs (no "architectures") dispatch on "_class_name": WanTransformer3DModel (a Wan2.1
+//   video diffusion transformer, Family::kDit) and WanModel (the same model as the Wan2.1 repository
+//   names its keys); an optional "orrery_video" object sets the video sample (frames, height, width,
+//   vae_stride, text_tokens).
 //   Required keys: the shape keys (hidden size, layers, heads, vocabulary, intermediate size).
 //   transformers would silently fill them with its reference model's values, but a config.json
 //   without them is truncated or not a model config, so orrery rejects it. Every other key takes

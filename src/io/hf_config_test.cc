@@ -152,7 +152,7 @@ TEST(HfConfigCatalog, EveryShippedModelParsesAndIsNearItsPublishedCount) {
           << "computed " << s.active_params();
     }
   }
-  EXPECT_EQ(files, 25);
+  EXPECT_EQ(files, 27);
 }
 
 TEST(HfConfigCatalog, Qwen3MoeTrainingFlopsFollowPalm) {
@@ -395,6 +395,111 @@ TEST(HfConfigErrors, UnreadableFileIsAnInputError) {
     EXPECT_EQ(e.where().file, "/nonexistent/orrery/config.json");
     EXPECT_NE(std::string(e.what()).find("cannot open file"), std::string::npos) << e.what();
   }
+}
+
+// ---- Video diffusion transformers (diffusers WanTransformer3DModel, Wan's own WanModel) ----
+
+TEST(HfConfigDit, Wan14bLoadsWithTheHandCountAndThe720pTokenCount) {
+  REQUIRE_CATALOG();
+  // Count derived in model/dit_test.cc: 40 x (8h^2 + 2hf + 21h + f) + conditioning 232,381,440 + output
+  // 337,984 = 14,288,491,584 (h 5120, f 13824). Video: 81 frames 720 x 1280, VAE 4 x 8 x 8, patch
+  // 1 x 2 x 2 -> 21 x 45 x 80 = 75,600 tokens; 512 text tokens of width 4096.
+  const ModelSpec s = load("wan2.1-t2v-14b");
+  EXPECT_EQ(s.family, model::Family::kDit);
+  EXPECT_EQ(s.hidden, 5120);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_TRUE(s.qk_norm);
+  EXPECT_EQ(s.total_params(), 14'288'491'584);
+  EXPECT_EQ(s.dit.tokens(), 75'600);
+  EXPECT_EQ(s.dit.text_tokens, 512);
+  EXPECT_EQ(s.dit.text_dim, 4096);
+}
+
+TEST(HfConfigDit, Wan1_3bLoadsWithThe480pTokenCount) {
+  REQUIRE_CATALOG();
+  // 30 x 46,440,704 + 25,674,240 + 101,440 = 1,418,996,800; 832 x 480: 21 x 30 x 52 = 32,760 tokens.
+  const ModelSpec s = load("wan2.1-t2v-1.3b");
+  EXPECT_EQ(s.total_params(), 1'418'996'800);
+  EXPECT_EQ(s.dit.tokens(), 32'760);
+}
+
+const char* kWanOriginal = R"({
+  "_class_name": "WanModel",
+  "_diffusers_version": "0.30.0",
+  "dim": 5120,
+  "eps": 1e-06,
+  "ffn_dim": 13824,
+  "freq_dim": 256,
+  "in_dim": 16,
+  "model_type": "t2v",
+  "num_heads": 40,
+  "num_layers": 40,
+  "out_dim": 16,
+  "text_len": 512
+})";
+
+TEST(HfConfigDit, WanRepositoryConfigCountsTheSameModel) {
+  // Wan-AI/Wan2.1-T2V-14B config.json (Wan's own key names) describes the model of the diffusers file.
+  const ModelSpec s = parse_hf_config(kWanOriginal, "config.json");
+  EXPECT_EQ(s.family, model::Family::kDit);
+  EXPECT_EQ(s.total_params(), 14'288'491'584);
+  EXPECT_EQ(s.dit.tokens(), 75'600);  // DitSpec defaults: 81 x 720 x 1280
+}
+
+std::string wan_diffusers(const std::string& extra) {
+  return R"({
+  "_class_name": "WanTransformer3DModel",
+  "attention_head_dim": 128,
+  "ffn_dim": 8960,
+  "num_attention_heads": 12,
+  "num_layers": 30)" + extra + "\n}";
+}
+
+TEST(HfConfigDit, OrreryVideoSetsTheSample) {
+  // 121 frames -> 31 latent frames; 544 x 960 -> 34 x 60; 31 x 34 x 60 = 63,240 tokens.
+  const ModelSpec s = parse_hf_config(
+      wan_diffusers(R"(,
+  "orrery_video": {"frames": 121, "height": 544, "width": 960, "vae_stride": [4, 8, 8], "text_tokens": 256})"),
+      "wan.json");
+  EXPECT_EQ(s.dit.tokens(), 63'240);
+  EXPECT_EQ(s.dit.text_tokens, 256);
+  EXPECT_EQ(s.hidden, 1536);
+}
+
+TEST(HfConfigDit, BadDitConfigsAreRejectedWithTheKey) {
+  expect_error(wan_diffusers(R"(,
+  "image_dim": 1280)"),
+               "key 'image_dim': image conditioning");
+  expect_error(wan_diffusers(R"(,
+  "patch_size": [2, 2])"),
+               "key 'patch_size': expected 3 integers");
+  expect_error(wan_diffusers(R"(,
+  "qk_norm": "rms_norm_across_head")"),
+               "did you mean 'rms_norm_across_heads'");
+  expect_error(wan_diffusers(R"(,
+  "orrery_video": {"frames": 80})"),
+               "frames - 1 = 79 must be a multiple of the VAE's temporal compression 4");
+  expect_error(wan_diffusers(R"(,
+  "orrery_video": {"frame": 81})"),
+               "unknown field 'frame'; did you mean 'frames'");
+  expect_error(wan_diffusers(R"(,
+  "orrery_video": {"vae_stride": [4, 8, 16]})"),
+               "orrery_video.vae_stride");
+  expect_error(wan_diffusers(R"(,
+  "orrery_video": {"height": 700})"),
+               "height = 700 must be a multiple");
+  expect_error(R"({"_class_name": "WanTransformer3DModl", "num_attention_heads": 12, "ffn_dim": 8960})",
+               "did you mean 'WanTransformer3DModel'");
+  expect_error(R"({"_class_name": "WanTransformer3DModel", "num_attention_heads": 12})",
+               "missing required key 'ffn_dim' (WanTransformer3DModel)");
+  expect_error(R"({"_class_name": "WanModel", "dim": 5120, "num_heads": 40, "num_layers": 40, "ffn_dim": 1,
+                   "model_type": "i2v"})",
+               "only the text-conditioned Wan models");
+  // The line of the offending key is reported.
+  const std::string what = expect_error(wan_diffusers(R"(,
+  "freq_dim": 0)"),
+                                        "must be positive");
+  EXPECT_NE(what.find("config.json:"), std::string::npos) << what;
 }
 
 }  // namespace

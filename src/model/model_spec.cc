@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "core/assert.h"
 
@@ -20,6 +22,7 @@ std::string_view to_string(Family f) {
     case Family::kDeepSeekV3: return "deepseek_v3";
     case Family::kGpt2: return "gpt2";
     case Family::kOpt: return "opt";
+    case Family::kDit: return "dit";
   }
   return "?";
 }
@@ -76,6 +79,65 @@ ModelSpec generic_common(const GenericArch& a, std::string name) {
 
 }  // namespace
 
+// More video tokens than any attention kernel takes in one sequence (2^31): bad input, not a model.
+constexpr double kMaxVideoTokens = 2147483648.0;
+
+FieldError video_error(const DitSpec& v) {
+  auto str = [](int64_t x) { return std::to_string(x); };
+  for (const auto& [field, value] :
+       {std::pair<const char*, int64_t>{"frames", v.frames}, {"height", v.height}, {"width", v.width},
+        {"vae_t", v.vae_t}, {"vae_s", v.vae_s}, {"patch_t", v.patch_t}, {"patch_h", v.patch_h},
+        {"patch_w", v.patch_w}, {"in_channels", v.in_channels}, {"out_channels", v.out_channels},
+        {"text_dim", v.text_dim}, {"text_tokens", v.text_tokens}, {"freq_dim", v.freq_dim}}) {
+    if (value <= 0) return {field, std::string(field) + " must be positive, got " + str(value)};
+  }
+  // A causal 3D VAE encodes the first frame alone and every vae_t frames after it into one latent frame.
+  if ((v.frames - 1) % v.vae_t != 0) {
+    return {"frames", "frames - 1 = " + str(v.frames - 1) + " must be a multiple of the VAE's temporal compression " +
+                          str(v.vae_t) + " (e.g. " + str((v.frames - 1) / v.vae_t * v.vae_t + 1) + " frames)"};
+  }
+  if (v.latent_frames() % v.patch_t != 0) {
+    return {"patch_t", "patch_t = " + str(v.patch_t) + " does not divide the " + str(v.latent_frames()) +
+                           " latent frames ((frames - 1) / " + str(v.vae_t) + " + 1)"};
+  }
+  for (const auto& [field, pixels, patch] : {std::tuple<const char*, int64_t, int64_t>{"height", v.height, v.patch_h},
+                                             {"width", v.width, v.patch_w}}) {
+    if (pixels % (v.vae_s * patch) != 0) {
+      return {field, std::string(field) + " = " + str(pixels) + " must be a multiple of the VAE's spatial compression x " +
+                         "patch = " + str(v.vae_s) + " x " + str(patch) + " = " + str(v.vae_s * patch)};
+    }
+  }
+  // Bound the token count (in floating point, so the check itself cannot overflow).
+  const double tokens = static_cast<double>(v.latent_frames() / v.patch_t) *
+                        static_cast<double>(v.height / v.vae_s / v.patch_h) *
+                        static_cast<double>(v.width / v.vae_s / v.patch_w);
+  if (tokens > kMaxVideoTokens) {
+    return {"frames", "frames x height x width give more than 2^31 video tokens per sample"};
+  }
+  return {};
+}
+
+ModelSpec ModelSpec::dit_model(int64_t layers, int64_t hidden, int64_t heads, int64_t ffn, std::string name) {
+  ModelSpec s;
+  s.name = std::move(name);
+  s.family = Family::kDit;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.heads = heads;
+  s.kv_heads = heads;
+  s.head_dim = heads > 0 ? hidden / heads : 0;
+  s.ffn = ffn;
+  s.vocab = 0;
+  s.positions = PositionKind::kRope;
+  s.norm = NormKind::kLayerNorm;
+  s.qk_norm = true;
+  s.mlp = MlpKind::kPlain;
+  s.activation = Activation::kGeluTanh;
+  s.qkv_bias = s.out_bias = s.mlp_bias = true;
+  s.validate(Where{"<dit hyperparameters>", 0, ""});
+  return s;
+}
+
 ModelSpec ModelSpec::gpt(const GenericArch& arch, std::string name) {
   check_generic(arch, "gpt");
   ModelSpec s = generic_common(arch, std::move(name));
@@ -121,7 +183,21 @@ void ModelSpec::validate(const Where& where) const {
   positive("hidden", hidden);
   positive("layers", layers);
   positive("heads", heads);
-  positive("vocab", vocab);
+  if (is_dit()) {
+    // A DiT has no vocabulary; its attention is plain multi-head attention over hidden = heads * head_dim.
+    if (vocab != 0) fail("vocab", "a DiT has no vocabulary: vocab must be 0, got " + std::to_string(vocab));
+    if (attention != AttentionKind::kMha || kv_heads != heads || is_moe()) {
+      fail("family", "a DiT has multi-head attention (kv_heads = heads) and no experts");
+    }
+    if (heads * head_dim != hidden) {
+      fail("head_dim", "heads x head_dim = " + std::to_string(heads) + " x " + std::to_string(head_dim) +
+                           " must equal hidden = " + std::to_string(hidden));
+    }
+    const FieldError e = video_error(dit);
+    if (!e.field.empty()) throw InputError(where.with_key("dit." + e.field), e.message);
+  } else {
+    positive("vocab", vocab);
+  }
   non_negative("max_positions", max_positions);
   non_negative("position_offset", position_offset);
   non_negative("word_embed_proj_dim", word_embed_proj_dim);
@@ -202,7 +278,29 @@ int64_t ModelSpec::attn_out_width() const {
 }
 int64_t ModelSpec::norm_params(int64_t width) const { return norm == NormKind::kRmsNorm ? width : 2 * width; }
 
+namespace {
+
+// One Wan2.1 block (see the model card): self- and cross-attention with biases and q/k RMSNorm across
+// heads, the cross-attention LayerNorm, the adaLN table, a GeLU-tanh MLP with biases.
+LayerParams dit_layer_params(const ModelSpec& s) {
+  const int64_t h = s.hidden;
+  const int64_t f = s.ffn;
+  LayerParams p;
+  const int64_t qk_norms = s.qk_norm ? 2 * h : 0;
+  p.attention = 4 * h * h + 4 * h + qk_norms;
+  p.cross_attention = 4 * h * h + 4 * h + qk_norms;
+  p.norms = (s.dit.cross_attn_norm ? 2 * h : 0) + 6 * h;
+  p.mlp = 2 * h * f + f + h;
+  p.active = p.total();
+  // Per video token: self q/k/v/out, cross q/out, MLP up/down (cross k/v act on the text tokens).
+  p.matmul_active = 4 * h * h + 2 * h * h + 2 * h * f;
+  return p;
+}
+
+}  // namespace
+
 LayerParams ModelSpec::layer_params(int64_t layer) const {
+  if (is_dit()) return dit_layer_params(*this);
   LayerParams p;
   p.moe = is_moe_layer(layer);
   const int64_t h = hidden;
@@ -263,11 +361,24 @@ int64_t ParamBreakdown::layers_total() const {
 }
 
 int64_t ParamBreakdown::total() const {
-  return token_embedding + position_embedding + projections + final_norm + lm_head + layers_total();
+  return token_embedding + position_embedding + projections + final_norm + lm_head + conditioning + layers_total();
 }
 
 ParamBreakdown ModelSpec::param_breakdown() const {
   ParamBreakdown b;
+  if (is_dit()) {
+    const int64_t h = hidden;
+    const int64_t patch_in = dit.in_channels * dit.patch_volume();
+    const int64_t patch_out = dit.out_channels * dit.patch_volume();
+    b.conditioning = (patch_in * h + h)                    // patch embedding (Conv3d, stride = kernel)
+                     + (dit.freq_dim * h + h) + (h * h + h)  // timestep MLP (linear, SiLU, linear)
+                     + (h * 6 * h + 6 * h)                   // shared modulation projection (SiLU, linear)
+                     + (dit.text_dim * h + h) + (h * h + h); // text MLP (linear, GeLU-tanh, linear)
+    b.final_norm = 2 * h;                                    // output shift/scale table (LayerNorm not affine)
+    b.lm_head = h * patch_out + patch_out;                   // output projection
+    b.layers.assign(static_cast<size_t>(layers), dit_layer_params(*this));
+    return b;
+  }
   const int64_t e = embed_dim();
   b.token_embedding = vocab * e;
   if (positions == PositionKind::kLearned) b.position_embedding = (max_positions + position_offset) * hidden;
@@ -295,7 +406,7 @@ int64_t ModelSpec::total_params() const { return param_breakdown().total(); }
 
 int64_t ModelSpec::active_params(ActiveEmbedding embedding) const {
   const ParamBreakdown b = param_breakdown();
-  int64_t n = b.projections + b.final_norm + b.lm_head;
+  int64_t n = b.projections + b.final_norm + b.lm_head + b.conditioning;
   for (const LayerParams& l : b.layers) n += l.active;
   if (embedding == ActiveEmbedding::kInclude) {
     n += b.token_embedding + b.position_embedding;
@@ -312,11 +423,17 @@ int64_t ModelSpec::embedding_params() const {
 
 int64_t ModelSpec::non_embedding_params() const {
   const ParamBreakdown b = param_breakdown();
+  if (is_dit()) return b.total();  // no token tables; the output projection is a regular weight
   return b.total() - b.token_embedding - b.position_embedding - b.projections - b.lm_head;
 }
 
 int64_t ModelSpec::matmul_params_per_token() const {
   const ParamBreakdown b = param_breakdown();
+  if (is_dit()) {
+    int64_t n = dit.in_channels * dit.patch_volume() * hidden + hidden * dit.out_channels * dit.patch_volume();
+    for (const LayerParams& l : b.layers) n += l.matmul_active;
+    return n;
+  }
   int64_t n = vocab * embed_dim() + b.projections;  // LM head (tied or not) and OPT projections
   for (const LayerParams& l : b.layers) n += l.matmul_active;
   return n;

@@ -27,8 +27,23 @@
 //   for Mixtral-8x7B); ActiveEmbedding::kExclude drops the input lookup (token and position tables),
 //   which does no matmul; this reproduces DeepSeek's 36.7B for DeepSeek-V3 (see docs/model.md).
 //
+//   Video diffusion transformers (Family::kDit, Wan2.1's WanTransformer3DModel, diffusers): per block
+//     self-attention    4h^2 + 4h (q/k/v/out with biases) + 2h (q and k RMSNorm across heads)
+//     cross-attention   the same, 4h^2 + 6h (q from the video tokens, k/v from the projected text)
+//     norms             2h (affine LayerNorm before cross-attention, cross_attn_norm) + 6h (the adaLN
+//                       shift/scale/gate table, scale_shift_table); the other two LayerNorms are
+//                       not affine
+//     MLP               2hf + f + h (GeLU-tanh, biases)
+//   so 8h^2 + 2hf + 21h + f per block; plus the conditioning (patch embedding Conv3d C*pt*ph*pw*h + h,
+//   timestep MLP freq*h + h + h^2 + h, the shared modulation projection 6h^2 + 6h, the text MLP
+//   text_dim*h + h + h^2 + h), the output modulation table 2h and the output projection
+//   h*C'*pt*ph*pw + C'*pt*ph*pw. No vocabulary, no LM head. Video tokens per sample:
+//   ((frames - 1)/vae_t + 1)/pt * (height/vae_s/ph) * (width/vae_s/pw) (causal 3D VAE: the first frame
+//   alone, then vae_t frames per latent frame; Wan2.1 and HunyuanVideo).
+//
 // Range of validity: dense and MoE decoder-only transformers with one attention and one MLP/MoE block
-// per layer. Sources: see docs/model.md (transformers config classes, model cards, papers).
+// per layer, and Wan-style video DiTs. Sources: see docs/model.md (transformers and diffusers config
+// classes, model cards, papers).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +68,7 @@ enum class Family {
   kDeepSeekV3,
   kGpt2,        // GPT-2 and GPT-3 (shipped as a GPT-2-style config)
   kOpt,
+  kDit,         // video diffusion transformer (Wan2.1 WanTransformer3DModel); ModelSpec::dit holds the rest
 };
 std::string_view to_string(Family f);
 
@@ -110,6 +126,40 @@ struct Dropout {
   double activation = 0.0;  // inside the MLP after the activation (OPT activation_dropout)
 };
 
+// A video diffusion transformer's input side (Family::kDit): latent and patch geometry, conditioning
+// widths and the video sample it is trained on. Wan2.1 names in brackets.
+struct DitSpec {
+  int64_t in_channels = 16;   // latent channels C the VAE produces [in_channels / in_dim]
+  int64_t out_channels = 16;  // predicted channels C' [out_channels / out_dim]
+  int64_t patch_t = 1;        // patch size over latent frames, height, width [patch_size]
+  int64_t patch_h = 2;
+  int64_t patch_w = 2;
+  int64_t text_dim = 4096;    // text encoder width (umT5-XXL: 4096) [text_dim]
+  int64_t text_tokens = 512;  // text tokens per sample (Wan pads the prompt to 512) [text_len]
+  int64_t freq_dim = 256;     // sinusoidal timestep features [freq_dim]
+  bool cross_attn_norm = true;  // affine LayerNorm on the cross-attention input [cross_attn_norm]
+  int64_t vae_t = 4;          // VAE compression: frames per latent frame after the first [vae_stride]
+  int64_t vae_s = 8;          // VAE spatial compression (height and width)
+  int64_t frames = 81;        // the video sample: frames, height and width in pixels
+  int64_t height = 720;
+  int64_t width = 1280;
+
+  int64_t latent_frames() const { return (frames - 1) / vae_t + 1; }
+  int64_t patch_volume() const { return patch_t * patch_h * patch_w; }
+  // Video tokens per sample (REQUIRES: video_error() is empty).
+  int64_t tokens() const {
+    return latent_frames() / patch_t * (height / vae_s / patch_h) * (width / vae_s / patch_w);
+  }
+};
+
+// The first broken constraint of a DiT's video geometry: `field` is the DitSpec member ("frames",
+// "height", "width", "patch_t", ...), empty when the geometry is valid.
+struct FieldError {
+  std::string field;
+  std::string message;
+};
+FieldError video_error(const DitSpec& dit);
+
 // Where the numbers came from (catalog entries carry it; specs built in code leave it empty).
 struct Provenance {
   std::string source;                   // URLs of the config and the paper or model card
@@ -121,7 +171,8 @@ struct Provenance {
 struct LayerParams {
   bool moe = false;
   int64_t attention = 0;       // projections, their biases, and norms inside attention (MLA, q/k norm)
-  int64_t norms = 0;           // the two block norms
+  int64_t cross_attention = 0; // DiT: the cross-attention block (projections, biases, q/k norms)
+  int64_t norms = 0;           // the two block norms; DiT: the cross-attention norm + adaLN table
   int64_t mlp = 0;             // dense MLP, or for an MoE layer: router + routed + shared experts
   int64_t router = 0;          // part of mlp
   int64_t routed_experts = 0;  // part of mlp: all routed experts
@@ -129,7 +180,7 @@ struct LayerParams {
   int64_t active = 0;          // parameters one token uses
   int64_t matmul_active = 0;   // weights one token multiplies by (no biases, norms, router bias)
 
-  int64_t total() const { return attention + norms + mlp; }
+  int64_t total() const { return attention + cross_attention + norms + mlp; }
 };
 
 struct ParamBreakdown {
@@ -137,7 +188,8 @@ struct ParamBreakdown {
   int64_t position_embedding = 0;  // learned positions (0 for RoPE)
   int64_t projections = 0;         // OPT project_in + project_out
   int64_t final_norm = 0;
-  int64_t lm_head = 0;             // 0 when tied to the token embedding
+  int64_t lm_head = 0;             // 0 when tied to the token embedding; DiT: the output projection
+  int64_t conditioning = 0;        // DiT: patch embedding, timestep MLP + modulation projection, text MLP
   std::vector<LayerParams> layers;
 
   int64_t layers_total() const;
@@ -195,6 +247,7 @@ struct ModelSpec {
   int64_t sliding_window_first_layer = 0;  // layers >= this one use the window
 
   MoeSpec moe;
+  DitSpec dit;                // used when family == kDit
   Dropout dropout;
   Provenance provenance;
 
@@ -210,6 +263,11 @@ struct ModelSpec {
   void validate(const Where& where = {}) const;
 
   bool is_moe() const { return moe.num_experts > 0; }
+  bool is_dit() const { return family == Family::kDit; }
+  // Wan2.1-style video DiT with the DitSpec defaults (Wan's shared config): RoPE (3D, no parameters),
+  // LayerNorm, plain GeLU-tanh MLP with biases, q/k RMSNorm across heads, head_dim = hidden / heads.
+  // Throws InputError like validate().
+  static ModelSpec dit_model(int64_t layers, int64_t hidden, int64_t heads, int64_t ffn, std::string name = "dit");
   // REQUIRES: 0 <= layer < layers.
   bool is_moe_layer(int64_t layer) const;
   bool is_sliding_layer(int64_t layer) const;
@@ -229,6 +287,10 @@ struct ModelSpec {
   int64_t non_embedding_params() const;  // total minus embeddings and an untied LM head
   // PaLM's N: weights one token multiplies by, including the LM head (even when tied) and excluding
   // the input lookup, norms and biases (Chowdhery et al. 2022, App. B).
+  // DiT: the weights one video token multiplies by: patch embedding, per block the self-attention
+  // (4h^2), the cross-attention query and output (2h^2) and the MLP (2hf), and the output projection.
+  // The cross-attention keys/values and the text MLP act on text tokens, the timestep MLP once per
+  // sample; op_inventory.h counts their FLOPs.
   int64_t matmul_params_per_token() const;
   // KV-cache bytes one token occupies across all layers: 2*g*dh per layer for MHA/GQA, the compressed
   // latent (kv_lora_rank + qk_rope_head_dim) per layer for MLA.

@@ -97,10 +97,12 @@ class OpBuilder {
     ops_.push_back(std::move(op));
   }
 
-  void norm(std::string name, double rows, int64_t width) {
+  // params < 0: the spec's norm parameters for this width (0 for a DiT's non-affine LayerNorms).
+  void norm(std::string name, double rows, int64_t width, int64_t params = -1) {
     const double elements = rows * d(width);
     const double flops = spec_.norm == NormKind::kRmsNorm ? kRmsNormFlops : kLayerNormFlops;
-    elementwise(std::move(name), OpKind::kNorm, elements, flops, elements, elements * dt_, spec_.norm_params(width));
+    elementwise(std::move(name), OpKind::kNorm, elements, flops, elements, elements * dt_,
+                params >= 0 ? params : spec_.norm_params(width));
   }
 
   void dropout(std::string name, double elements) {
@@ -139,7 +141,6 @@ class OpBuilder {
     const ModelSpec& s = spec_;
     const int64_t h = s.hidden;
     const double tokens = d(shape_.tokens());
-    const double b = d(shape_.batch);
     const double kv_len = d(shape_.kv_len());
 
     norm("attn.norm", tokens, h);
@@ -179,31 +180,39 @@ class OpBuilder {
     if (s.positions == PositionKind::kRope) {
       elementwise("attn.rope", OpKind::kElementwise, rope_elements, kRopeFlops, rope_elements, 0.0);
     }
-    attention_core(layer, tokens, b, kv_len);
+    {
+      const int64_t window = s.is_sliding_layer(layer) ? s.sliding_window : 0;
+      // Keys a forward pass reads: with a window, a decode step reads only the last w cached keys.
+      const double kv_read = window > 0 ? std::min(kv_len, d(window + shape_.seq - 1)) : kv_len;
+      attention_core("attn.core", shape_.kv_len(), attended_pairs(shape_.seq, shape_.past, window, options_.attention),
+                     kv_read, AttentionMask::kCausal);
+    }
     const int64_t out_k = s.attn_out_width();
     gemm("attn.out", OpKind::kGemm, tokens, h, out_k, 1, out_k * h + (s.out_bias ? h : 0), tokens * d(out_k));
     if (s.dropout.hidden > 0.0) dropout("attn.dropout", tokens * d(h));
     residual("attn.residual", tokens * d(h));
   }
 
-  void attention_core(int64_t layer, double tokens, double b, double kv_len) {
+  // The attention core of shape_.seq queries per sequence over kv_len_i keys, `pairs` attended (query,
+  // key) pairs per sequence and head, kv_read keys read per sequence in forward.
+  void attention_core(std::string name, int64_t kv_len_i, double pairs, double kv_read, AttentionMask kernel_mask) {
     const ModelSpec& s = spec_;
     const bool mla = s.attention == AttentionKind::kMla;
     const int64_t dqk = mla ? s.mla.qk_head_dim() : s.head_dim;
     const int64_t dv = mla ? s.mla.v_head_dim : s.head_dim;
-    const int64_t window = s.is_sliding_layer(layer) ? s.sliding_window : 0;
-    const double pairs = attended_pairs(shape_.seq, shape_.past, window, options_.attention);
     const double heads = d(s.heads);
+    const double tokens = d(shape_.tokens());
+    const double b = d(shape_.batch);
+    const double kv_len = d(kv_len_i);
 
     Op op;
-    op.name = "attn.core";
+    op.name = std::move(name);
     op.kind = OpKind::kAttention;
-    op.gemm = GemmDims{d(shape_.seq), shape_.kv_len(), dqk, shape_.batch * s.heads};
+    op.mask = kernel_mask;
+    op.gemm = GemmDims{d(shape_.seq), kv_len_i, dqk, shape_.batch * s.heads};
     op.fwd_flops = Flops(2.0 * b * heads * pairs * d(dqk + dv));
     op.bwd_flops = op.fwd_flops * 2.0;
 
-    // Keys a forward pass reads: with a window, a decode step reads only the last w cached keys.
-    const double kv_read = window > 0 ? std::min(kv_len, d(window + shape_.seq - 1)) : kv_len;
     const double q_el = tokens * d(s.q_width());
     const double k_el = b * kv_len * d(s.k_width());
     const double v_el = b * kv_len * d(s.v_width());
@@ -265,6 +274,111 @@ class OpBuilder {
     }
     if (s.dropout.hidden > 0.0) dropout("mlp.dropout", tokens * d(h));
     residual("mlp.residual", tokens * d(h));
+  }
+
+  // ---- video diffusion transformer (Family::kDit; see the model card of model_spec.h)
+
+  // adaLN modulation x * (1 + scale) + shift with per-sample vectors; its backward needs x for the
+  // scale gradient. `params`: the block's shift/scale/gate table, attached to the first modulation.
+  void modulate(std::string name, double elements, int64_t params = 0) {
+    elementwise(std::move(name), OpKind::kElementwise, elements, 2.0, elements, elements * dt_, params);
+  }
+  // Gated residual branch y * gate; its backward needs y for the gate gradient.
+  void gate(std::string name, double elements) {
+    elementwise(std::move(name), OpKind::kElementwise, elements, 1.0, elements, elements * dt_);
+  }
+
+  void dit_block() {
+    const ModelSpec& s = spec_;
+    const DitSpec& v = s.dit;
+    const int64_t h = s.hidden;
+    const double tokens = d(shape_.tokens());
+    const double text = d(shape_.batch * v.text_tokens);
+    const double th = tokens * d(h);
+    const double rms = kRmsNormFlops;
+
+    // Self-attention over all video tokens (no mask), 3D RoPE on q and k.
+    norm("attn.norm", tokens, h, 0);
+    modulate("attn.modulate", th, 6 * h);
+    gemm("attn.qkv", OpKind::kGemm, tokens, 3 * h, h, 1, 3 * h * h + 3 * h, th);
+    if (s.qk_norm) elementwise("attn.qk_norm", OpKind::kNorm, 2.0 * th, rms, 2.0 * th, 2.0 * th * dt_, 2 * h);
+    elementwise("attn.rope", OpKind::kElementwise, 2.0 * th, kRopeFlops, 2.0 * th, 0.0);
+    const double kv = d(shape_.kv_len());
+    attention_core("attn.core", shape_.kv_len(), attended_pairs(shape_.seq, shape_.past, 0, AttentionFlops::kFull), kv,
+                   AttentionMask::kNone);
+    gemm("attn.out", OpKind::kGemm, tokens, h, h, 1, h * h + h, th);
+    gate("attn.gate", th);
+    residual("attn.residual", th);
+
+    // Cross-attention: queries from the video tokens, keys and values from the projected text, which
+    // every block shares (saved once, by cond.text.linear_2).
+    if (v.cross_attn_norm) norm("xattn.norm", tokens, h, 2 * h);
+    gemm("xattn.q", OpKind::kGemm, tokens, h, h, 1, h * h + h, th);
+    gemm("xattn.kv", OpKind::kGemm, text, 2 * h, h, 1, 2 * h * h + 2 * h, 0.0);
+    if (s.qk_norm) {
+      elementwise("xattn.qk_norm", OpKind::kNorm, th + text * d(h), rms, th + text * d(h), (th + text * d(h)) * dt_,
+                  2 * h);
+    }
+    attention_core("xattn.core", v.text_tokens, d(shape_.seq) * d(v.text_tokens), d(v.text_tokens),
+                   AttentionMask::kNone);
+    gemm("xattn.out", OpKind::kGemm, tokens, h, h, 1, h * h + h, th);
+    residual("xattn.residual", th);
+
+    // MLP (GeLU-tanh) with its adaLN modulation and gate.
+    norm("mlp.norm", tokens, h, 0);
+    modulate("mlp.modulate", th);
+    mlp("mlp", tokens, s.ffn, 1, true, true, false);
+    gate("mlp.gate", th);
+    residual("mlp.residual", th);
+  }
+
+  void dit_pre() {
+    const ModelSpec& s = spec_;
+    const DitSpec& v = s.dit;
+    const int64_t h = s.hidden;
+    const double tokens = d(shape_.tokens());
+    const double b = d(shape_.batch);
+    const double text = d(shape_.batch * v.text_tokens);
+    const int64_t patch_in = v.in_channels * v.patch_volume();
+    // Patch embedding: a Conv3d with stride = kernel is a GEMM over C x pt x ph x pw inputs per token.
+    gemm("patch_embed", OpKind::kGemm, tokens, h, patch_in, 1, patch_in * h + h, tokens * d(patch_in));
+    // Timestep MLP and the shared modulation projection: once per sample.
+    const double silu = activation_flops(Activation::kSilu);
+    gemm("cond.time.linear_1", OpKind::kGemm, b, h, v.freq_dim, 1, v.freq_dim * h + h, b * d(v.freq_dim));
+    elementwise("cond.time.act", OpKind::kElementwise, b * d(h), silu, b * d(h), b * d(h) * dt_);
+    gemm("cond.time.linear_2", OpKind::kGemm, b, h, h, 1, h * h + h, b * d(h));
+    elementwise("cond.time_proj.act", OpKind::kElementwise, b * d(h), silu, b * d(h), b * d(h) * dt_);
+    gemm("cond.time_proj", OpKind::kGemm, b, 6 * h, h, 1, 6 * h * h + 6 * h, b * d(h));
+    // Text MLP over the text encoder's output; its result (the context every block's cross-attention
+    // keys/values read) is saved once here, on top of the GEMM's own input.
+    gemm("cond.text.linear_1", OpKind::kGemm, text, h, v.text_dim, 1, v.text_dim * h + h, text * d(v.text_dim));
+    elementwise("cond.text.act", OpKind::kElementwise, text * d(h), activation_flops(Activation::kGeluTanh), text * d(h),
+                text * d(h) * dt_);
+    gemm("cond.text.linear_2", OpKind::kGemm, text, h, h, 1, h * h + h, 2.0 * text * d(h));
+  }
+
+  void dit_post() {
+    const ModelSpec& s = spec_;
+    const int64_t h = s.hidden;
+    const double tokens = d(shape_.tokens());
+    const int64_t patch_out = s.dit.out_channels * s.dit.patch_volume();
+    norm("final_norm", tokens, h, 0);
+    modulate("final.modulate", tokens * d(h), 2 * h);
+    gemm("proj_out", OpKind::kGemm, tokens, patch_out, h, 1, h * patch_out + patch_out, tokens * d(h));
+    if (options_.include_loss) {
+      // MSE against the flow-matching target, elementwise over the latent: difference, square, sum;
+      // backward needs the difference (fp32).
+      const double elements = tokens * d(patch_out);
+      Op op;
+      op.name = "loss";
+      op.kind = OpKind::kElementwise;
+      op.fwd_flops = Flops(elements * 3.0);
+      op.bwd_flops = op.fwd_flops * 2.0;
+      op.fwd_bytes_read = Bytes::from_double(2.0 * elements * dt_);
+      op.fwd_bytes_written = Bytes::from_double(d(kFp32));
+      op.saved_activations = Bytes::from_double(elements * d(kFp32));
+      ops_.push_back(std::move(op));
+    }
   }
 
   void pre() {
@@ -351,6 +465,10 @@ std::vector<Op> layer_ops(const ModelSpec& spec, int64_t layer, const Shape& sha
   ORRERY_CHECK(layer >= 0 && layer < spec.layers);
   check_shape(shape, options);
   OpBuilder b(spec, shape, options);
+  if (spec.is_dit()) {
+    b.dit_block();
+    return b.take();
+  }
   b.attention_block(layer);
   b.mlp_block(layer);
   return b.take();
@@ -363,7 +481,8 @@ Inventory build_inventory(const ModelSpec& spec, const Shape& shape, const Inven
   inv.options = options;
   {
     OpBuilder b(spec, shape, options);
-    b.pre();
+    if (spec.is_dit()) b.dit_pre();
+    else b.pre();
     inv.pre_ops = b.take();
   }
   // A layer's ops depend only on whether it is an MoE layer and whether it uses the sliding window.
@@ -382,7 +501,8 @@ Inventory build_inventory(const ModelSpec& spec, const Shape& shape, const Inven
   }
   {
     OpBuilder b(spec, shape, options);
-    b.post();
+    if (spec.is_dit()) b.dit_post();
+    else b.post();
     inv.post_ops = b.take();
   }
   return inv;

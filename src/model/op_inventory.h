@@ -37,7 +37,16 @@
 //   attention core uses dqk = qk_nope + qk_rope and dv = v_head_dim. The absorbed form used for decode
 //   by serving engines is not modelled.
 //
-// Range of validity: dense transformers and token-choice top-k MoE; no pipeline or tensor split.
+//   Video DiT (Family::kDit): per block adaLN-modulated self-attention without a mask over the s video
+//   tokens, cross-attention (q from the video tokens, k/v over the T text tokens, kv length T), a GeLU
+//   MLP and gated residuals; before the blocks the patch embedding (a GEMM over C*pt*ph*pw inputs), the
+//   timestep MLP (once per sample) and the text MLP (over the text tokens); after them the output
+//   modulation, projection and an elementwise MSE loss. Forward FLOPs per block and video token:
+//   2*(6h^2 + 2hf) + 4*s*h + 4*T*h + 4*T*h^2/s. Attention ops carry their mask (Op::mask); a DiT's
+//   attention FLOPs are full whatever InventoryOptions::attention says.
+//
+// Range of validity: dense transformers and token-choice top-k MoE, Wan-style video DiTs; no pipeline
+// or tensor split.
 #pragma once
 
 #include <cstdint>
@@ -64,6 +73,12 @@ struct GemmDims {
   }
 };
 
+// The mask an attention kernel applies (what it computes, whatever the FLOP convention).
+enum class AttentionMask {
+  kCausal,  // decoder self-attention: query i sees keys up to past + i
+  kNone,    // every query sees every key: DiT self-attention and cross-attention
+};
+
 struct Op {
   std::string name;  // "attn.qkv", "attn.core", "mlp.up_gate", "moe.router", "moe.experts.up_gate", ...
   OpKind kind = OpKind::kElementwise;
@@ -74,6 +89,9 @@ struct Op {
   Bytes fwd_bytes_read;
   Bytes fwd_bytes_written;
   Bytes saved_activations;     // bytes kept from forward for backward (training)
+  // Attention ops: the kernel's mask; the kv length is gemm.n (seq + past for self-attention, the text
+  // tokens for a DiT's cross-attention "xattn.core").
+  AttentionMask mask = AttentionMask::kCausal;
 
   // GEMM, attention and router ops: the FLOPs that count as model FLOPs.
   bool is_matmul() const { return kind == OpKind::kGemm || kind == OpKind::kAttention || kind == OpKind::kRouter; }

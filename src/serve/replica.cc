@@ -108,6 +108,27 @@ SeqId Replica::add(Request request, int64_t admit_order) {
   return id;
 }
 
+SeqId Replica::add_prefilled(Request request, const Seq& from, int64_t reserve_tokens, int64_t admit_order,
+                             int64_t keep_free) {
+  const int64_t need = ceil_div(std::max(from.computed, reserve_tokens), spec_.block_size);
+  if (allocatable_blocks() - need < keep_free) return -1;
+  const SeqId id = add(std::move(request), admit_order);
+  Seq& s = seq(id);
+  s.computed = from.computed;
+  s.prefill_target = from.computed;
+  s.generated = from.generated;
+  s.first_scheduled = from.first_scheduled;
+  s.first_token = from.first_token;
+  s.last_token = from.last_token;
+  s.preemptions = from.preemptions;
+  s.restarts = from.restarts;
+  s.wasted_tokens = from.wasted_tokens;
+  take_blocks(need);
+  s.blocks = need;
+  resident_tokens_ += s.computed;
+  return id;
+}
+
 int64_t Replica::blocks_for(const Seq& s, int64_t tokens) const {
   const int64_t private_tokens = std::max<int64_t>(0, tokens - s.shared_units * unit_tokens_);
   return ceil_div(private_tokens, spec_.block_size);

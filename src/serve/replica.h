@@ -173,6 +173,12 @@ class Replica {
 
   // Adds an arrived request (state kWaiting, no blocks). Returns its id.
   SeqId add(Request request, int64_t admit_order);
+  // Adds a request prefilled on another replica (disaggregated serving, serve/cluster.h): the KV of its
+  // `from.computed` tokens arrives by transfer, so they count as computed here, and the blocks for
+  // max(from.computed, reserve_tokens) tokens are reserved now, above keep_free; progress (tokens
+  // emitted, first token, preemptions) is carried over from `from`. `request` is the original request
+  // (its full output). State kWaiting. Returns -1, adding nothing, when the blocks do not fit.
+  SeqId add_prefilled(Request request, const Seq& from, int64_t reserve_tokens, int64_t admit_order, int64_t keep_free);
   Seq& seq(SeqId id) { return seqs_[static_cast<size_t>(id)]; }
   const Seq& seq(SeqId id) const { return seqs_[static_cast<size_t>(id)]; }
   int64_t live() const { return live_; }

@@ -35,10 +35,15 @@ void ContinuousScheduler::waiting_push(Replica& r, SeqId id, bool front) {
 }
 
 int64_t ContinuousScheduler::held() const {
-  return waiting_size() + static_cast<int64_t>(running_.size() + swapped_.size());
+  return waiting_size() + static_cast<int64_t>(running_.size() + swapped_.size() + prefilled_.size());
 }
 
 void ContinuousScheduler::enqueue(Replica& r, SeqId id) { waiting_push(r, id, false); }
+
+void ContinuousScheduler::enqueue_prefilled(Replica& r, SeqId id) {
+  (void)r;
+  prefilled_.push_back(id);
+}
 
 bool ContinuousScheduler::admit(Replica& r, SeqId id) {
   Seq& s = r.seq(id);
@@ -94,6 +99,14 @@ void ContinuousScheduler::schedule_prefills(Replica& r, Batch& batch, int64_t& t
 
 void ContinuousScheduler::schedule(Replica& r, const SchedulerView& view, Batch& batch) {
   (void)view;
+  while (!prefilled_.empty() && static_cast<int64_t>(running_.size()) < config_.max_seqs) {
+    const SeqId id = prefilled_.front();
+    prefilled_.pop_front();
+    Seq& s = r.seq(id);
+    s.state = SeqState::kRunning;
+    s.admit_order = next_admit_++;
+    running_.push_back(id);
+  }
   int64_t tokens = 0;
   if (mode_ == BatchMode::kPrefillFirst && swapped_.empty()) {
     schedule_prefills(r, batch, tokens, false);

@@ -41,6 +41,9 @@ class ContinuousScheduler final : public Scheduler {
  public:
   ContinuousScheduler(const SchedulerConfig& config, BatchMode mode, QueueOrder order);
   void enqueue(Replica& r, SeqId id) override;
+  // Prefilled requests join the running set at the next schedule(), ahead of the waiting queue, while
+  // it has fewer than max_seqs sequences (their blocks are reserved: nothing to admit).
+  void enqueue_prefilled(Replica& r, SeqId id) override;
   void schedule(Replica& r, const SchedulerView& view, Batch& batch) override;
   void on_iteration_end(Replica& r, const Batch& batch, const std::vector<SeqId>& finished) override;
   int64_t held() const override;
@@ -67,6 +70,7 @@ class ContinuousScheduler final : public Scheduler {
   std::set<std::tuple<int64_t, int64_t, SeqId>> sjf_;  // (remaining output, arrival order, id)
   std::vector<SeqId> running_;
   std::deque<SeqId> swapped_;
+  std::deque<SeqId> prefilled_;
   int64_t next_admit_ = 0;
 };
 

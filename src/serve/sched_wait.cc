@@ -4,11 +4,15 @@
 // when at least n_j of its prompts wait for prefill; when the server is idle and some type is eligible,
 // the batch takes, for every eligible type j and every stage s, min(n_j, count at (j, s)) prompts; if no
 // type is eligible the server waits. Selected prompts advance one stage; unselected residents keep their
-// KV. Thresholds: SchedulerConfig::wait_thresholds, or the fluid rule of wait_thresholds(). Overflow (not
-// expected within the fluid conditions) evicts the newest resident (LIFO) to restart from prefill.
+// KV. Thresholds: SchedulerConfig::wait_thresholds, or the smallest ones meeting the paper's conditions
+// (serve/fluid.h wait_thresholds_fluid, slack SchedulerConfig::wait_margin, C = the replica's KV blocks).
+// A stage queue s >= 1 never holds more than n_j prompts (a round moves min(n_j, count) out of it and
+// at most n_j into it), so the resident KV stays within M^pi <= C and nothing is evicted; the LIFO
+// eviction below is a safety net for thresholds given by hand.
 // Draining: once the request stream is exhausted every type with prompts is eligible.
 #include <memory>
 
+#include "serve/fluid.h"
 #include "serve/sched_stages.h"
 
 namespace orrery::serve {
@@ -29,8 +33,9 @@ class WaitScheduler final : public Scheduler {
     if (thresholds_.empty()) {
       thresholds_ = !config_.wait_thresholds.empty()
                         ? config_.wait_thresholds
-                        : wait_thresholds(config_.types, config_.d0_s, config_.d1_s, config_.wait_margin,
-                                          r.total_blocks() * r.block_size());
+                        : wait_thresholds_fluid(config_.types, config_.d0_s, config_.d1_s, config_.wait_margin,
+                                                static_cast<double>(r.total_blocks() * r.block_size()))
+                              .n;
     }
     for (int32_t j = 0; j < static_cast<int32_t>(config_.types.size()); ++j) {
       const int64_t n = thresholds_[static_cast<size_t>(j)];

@@ -68,6 +68,10 @@ class Scheduler {
   virtual ~Scheduler() = default;
   // A new request (state kWaiting, no blocks).
   virtual void enqueue(Replica& r, SeqId id) = 0;
+  // A request prefilled on another replica whose KV has arrived (disaggregated decode, serve/cluster.h):
+  // state kWaiting, its blocks already reserved (Replica::add_prefilled). It must not wait behind
+  // requests that need blocks, or the blocks it holds could starve them. Default: enqueue().
+  virtual void enqueue_prefilled(Replica& r, SeqId id) { enqueue(r, id); }
   // Fills `batch` (cleared by the caller) for the next iteration; leaving it empty idles the replica
   // until the next arrival.
   virtual void schedule(Replica& r, const SchedulerView& view, Batch& batch) = 0;

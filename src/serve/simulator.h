@@ -1,5 +1,6 @@
 // The serving simulation: requests stream in, one replica runs iterations chosen by its scheduler and
-// timed by its execution-time model, metrics stream out.
+// timed by its execution-time model, metrics stream out. (Implemented as a cluster of one replica:
+// serve/cluster.h drives serve/replica_driver.h.)
 //
 // Model card
 //   Loop      Event driven on des::Engine with two kinds of events: a request's arrival (the next
@@ -71,6 +72,8 @@ struct RequestRecord {
   int32_t restarts = 0;
   int64_t wasted_tokens = 0;
   int64_t generated = 0;
+  int32_t replica = 0;           // the replica that finished (or rejected) it: its index in the cluster
+  int32_t prefill_replica = -1;  // disaggregated serving: the replica that prefilled it
 };
 
 struct IterationRecord {
@@ -86,6 +89,7 @@ struct IterationRecord {
   int64_t held = 0;
   int64_t waiting = 0;
   Time transfer;  // swap time inside the iteration
+  int32_t replica = 0;  // index in the cluster (serve/cluster.h)
 };
 
 // Observers (per-request CSV, Chrome trace) get every record as it happens.

@@ -21,11 +21,13 @@ Shard classify(const model::Op& op) {
         n == "embedding.project_in" || n == "lm_head.project_out") {
       return Shard::kReplicated;
     }
-    if (n == "attn.out" || ends_with(n, ".down")) return Shard::kRow;
+    // DiT: the patch embedding, the conditioning MLPs and the output projection stay whole on every rank.
+    if (n == "patch_embed" || n == "proj_out" || starts_with(n, "cond.")) return Shard::kReplicated;
+    if (n == "attn.out" || n == "xattn.out" || ends_with(n, ".down")) return Shard::kRow;
     return Shard::kColumn;
   }
   if (op.kind == model::OpKind::kAttention) return Shard::kInner;
-  if (n == "attn.rope" || n == "attn.qk_norm" || n == "loss" || n == "embedding" || ends_with(n, ".act") ||
+  if (n == "attn.rope" || n == "attn.qk_norm" || n == "xattn.qk_norm" || n == "loss" || n == "embedding" || ends_with(n, ".act") ||
       ends_with(n, ".act_dropout") || starts_with(n, "moe.")) {
     return Shard::kInner;
   }
@@ -76,18 +78,34 @@ void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
   if (op.kind == model::OpKind::kAttention) {
     const int64_t s = x.shape.seq;  // local queries (seq/cp)
     const int64_t full = s * x.p.cp;
-    // Causal pairs of seq/cp queries under load-balanced ring attention: 1/cp of full*(full+1)/2.
-    const double pairs = d(full) * d(full + 1) / 2.0 / d(x.p.cp);
-    // The compute model's causal pairs for (q, kv): q*(kv-q) + q(q+1)/2; choose kv to match.
-    const int64_t kv = s + std::max<int64_t>(0, std::llround((pairs - d(s) * d(s + 1) / 2.0) / d(s)));
+    const bool causal = op.mask == model::AttentionMask::kCausal;
+    int64_t kv = 0;
+    if (causal) {
+      // Causal pairs of seq/cp queries under load-balanced ring attention: 1/cp of full*(full+1)/2.
+      const double pairs = d(full) * d(full + 1) / 2.0 / d(x.p.cp);
+      // The compute model's causal pairs for (q, kv): q*(kv-q) + q(q+1)/2; choose kv to match.
+      kv = s + std::max<int64_t>(0, std::llround((pairs - d(s) * d(s + 1) / 2.0) / d(s)));
+    } else {
+      // No mask: the local queries see every key, all `full` of them under ring attention for
+      // self-attention; a DiT's cross-attention keys are the (unsplit) text tokens, op.gemm.n.
+      kv = starts_with(op.name, "xattn.") ? op.gemm.n : full;
+    }
     std::vector<compute::AttentionSeq> seqs(static_cast<size_t>(x.shape.batch), compute::AttentionSeq{s, kv});
+    if (kv < s) {
+      // Fewer keys than queries (cross-attention over the text): the compute model takes kv >= q, so
+      // the queries go as chunks of at most kv, each over the same kv keys, as the kernel's query tiles do.
+      seqs.clear();
+      for (int64_t b = 0; b < x.shape.batch; ++b) {
+        for (int64_t q0 = 0; q0 < s; q0 += kv) seqs.push_back(compute::AttentionSeq{std::min(kv, s - q0), kv});
+      }
+    }
     const bool mla = x.m.attention == model::AttentionKind::kMla;
     compute::AttentionHeads h;
     h.heads = std::max<int64_t>(1, x.m.heads / tp);
     h.kv_heads = mla ? h.heads : std::max<int64_t>(1, x.m.kv_heads / tp);
     h.head_dim_qk = mla ? x.m.mla.qk_head_dim() : x.m.head_dim;
     h.head_dim_v = mla ? x.m.mla.v_head_dim : x.m.head_dim;
-    h.causal = true;
+    h.causal = causal;
     Time f = x.cm.attention(seqs, h, dt, compute::Pass::kForward);
     Time b = x.cm.attention(seqs, h, dt, compute::Pass::kBackward);
     if (!x.p.flash_attention) {
@@ -100,13 +118,16 @@ void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
     c.bwd_input += b;
     c.recompute_full += f;
     c.recompute_selective += f;
-    // Matmul FLOPs as the inventory counts them (its attention convention), on this rank.
-    const Flops fl = op.fwd_flops / d(tp);
+    // Matmul FLOPs as the inventory counts them (its attention convention), on this rank. Unmasked
+    // self-attention under CP attends all `kv` keys, not only the local chunk of the inventory's shape.
+    const double kv_scale = causal ? 1.0 : d(kv) / d(op.gemm.n);
+    const Flops fl = op.fwd_flops * kv_scale / d(tp);
     c.fwd_flops += fl;
     c.attn_core_fwd_flops += fl;
     c.model_flops += fl * 3.0;
     // Selective recompute keeps only Q, K, V of the core (Korthikanti Sec. 4.2).
-    const double qkv = (d(x.shape.tokens()) * d(x.m.q_width()) + d(x.shape.batch) * d(x.shape.kv_len()) *
+    // (The op's own kv length: the text tokens for a DiT's cross-attention.)
+    const double qkv = (d(x.shape.tokens()) * d(x.m.q_width()) + d(x.shape.batch) * d(op.gemm.n) *
                                                                      d(x.m.k_width() + x.m.v_width())) *
                        d(hw::dtype_bytes(dt)) / d(tp);
     c.act_selective -= Bytes::from_double(std::max(0.0, op.saved_activations.to_double() / d(tp) - qkv));
@@ -183,7 +204,7 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   out.pre = cost_of(x, inv.pre_ops);
   out.post = cost_of(x, inv.post_ops);
   const model::ParamBreakdown pb = m.param_breakdown();
-  out.pre.params = pb.token_embedding / p.tp + pb.position_embedding + pb.projections;
+  out.pre.params = pb.token_embedding / p.tp + pb.position_embedding + pb.projections + pb.conditioning;
   // The last stage holds the LM head (a copy of the tied embedding when pp > 1, as Megatron does).
   const int64_t head = pb.lm_head > 0 ? pb.lm_head : (p.pp > 1 ? pb.token_embedding : 0);
   out.post.params = head / p.tp + pb.final_norm;

@@ -1,0 +1,204 @@
+// The MPI runtime against the in-process simulation. Run under `mpirun -np 4` (ctest decentral_mpi_test);
+// alone it runs as one rank. Expected values are the in-process run's own iterates, computed on every rank
+// beforehand: the runtime must reproduce them bit for bit (mpi_runtime.h: each rank's rows are computed by
+// SparseMixing::apply from the same inputs, its gradients from the node's own minibatch stream).
+// Comparisons happen on rank 0 with EXPECT (never ASSERT), so no rank leaves a collective the others enter.
+#include "decentral/mpi_runtime.h"
+
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "decentral/runner.h"
+
+namespace orrery::decentral {
+namespace {
+
+MpiRuntime* g_mpi = nullptr;
+
+std::unique_ptr<Problem> logistic(NodeIndex n) {
+  SyntheticSpec s;
+  s.nodes = n;
+  s.dim = 6;
+  s.samples = 300 * n;
+  return make_logistic_nonconvex(s);
+}
+
+bool same_bits(const NodeMatrix& a, const NodeMatrix& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(double)) == 0;
+}
+
+// Iterates (and trackers) after each of `steps` steps, in-process or on the runtime (gathered on rank 0).
+struct Trajectory {
+  std::vector<NodeMatrix> x, y;
+  int64_t bytes = 0;
+};
+
+Trajectory trajectory(const Problem& p, const GraphSequence& seq, const std::string& algo, const AlgoParams& params,
+                      int steps, GossipExchange* exchange) {
+  const AlgorithmInfo& info = find_algorithm(algo, {});
+  const MixingSchedule mix = build_schedule(seq, info, std::nullopt);
+  if (exchange != nullptr) exchange->setup(p.num_nodes(), mix, {});
+  GradientOracle oracle(p, 16, 7);
+  StepContext ctx{mix, oracle, params, RandomStream::derive(7, "decentral.algorithm")};
+  ctx.exchange = exchange;
+  auto alg = info.make();
+  alg->init(p.initial_point(7), ctx);
+  Trajectory t;
+  const auto record = [&](const NodeMatrix& m, std::vector<NodeMatrix>& out) {
+    NodeMatrix full = m;
+    if (exchange != nullptr) exchange->gather(m, full);
+    out.push_back(std::move(full));
+  };
+  for (int k = 0; k < steps; ++k) {
+    alg->step(k, ctx);
+    record(alg->iterates(), t.x);
+    if (alg->tracker() != nullptr) record(*alg->tracker(), t.y);
+  }
+  t.bytes = ctx.bytes;
+  return t;
+}
+
+void expect_same_trajectory(const Problem& p, const GraphSequence& seq, const std::string& algo,
+                            const AlgoParams& params = {}) {
+  constexpr int kSteps = 12;
+  const Trajectory local = trajectory(p, seq, algo, params, kSteps, nullptr);
+  const Trajectory dist = trajectory(p, seq, algo, params, kSteps, g_mpi);
+  if (!g_mpi->is_root()) return;
+  ASSERT_EQ(dist.x.size(), local.x.size());
+  ASSERT_EQ(dist.y.size(), local.y.size());
+  for (size_t k = 0; k < local.x.size(); ++k) {
+    EXPECT_TRUE(same_bits(dist.x[k], local.x[k])) << algo << " on " << seq.name() << ": iterates differ after step " << k;
+  }
+  for (size_t k = 0; k < local.y.size(); ++k) {
+    EXPECT_TRUE(same_bits(dist.y[k], local.y[k])) << algo << " on " << seq.name() << ": trackers differ after step " << k;
+  }
+  EXPECT_EQ(dist.bytes, local.bytes) << algo;
+}
+
+TEST(MpiRuntime, BlocksCoverTheNodesInOrder) {
+  // floor(r n / P): 6 nodes on 4 ranks -> 0, 1, 3, 4, 6 (blocks of 1, 2, 1, 2).
+  const NodeIndex want[] = {0, 1, 3, 4, 6};
+  for (int r = 0; r <= 4; ++r) EXPECT_EQ(block_begin(6, r, 4), want[r]);
+  EXPECT_TRUE(mpi_available());
+}
+
+TEST(MpiRuntime, DsgdOnARingOneNodePerRankMatchesInProcess) {
+  const auto p = logistic(4);
+  expect_same_trajectory(*p, parse_topology("ring:4", {}), "dsgd");
+  expect_same_trajectory(*p, parse_topology("ring:4", {}), "dsgd-atc");
+}
+
+TEST(MpiRuntime, PushPullOnADirectedGraphWithUnevenBlocksMatchesInProcess) {
+  const auto p = logistic(6);
+  const GraphSequence g = parse_topology("directed-ring:6:chords=0-3,4-1", {});
+  expect_same_trajectory(*p, g, "push-pull");
+  expect_same_trajectory(*p, g, "push-pull-atc");
+}
+
+TEST(MpiRuntime, MgPullDiagGtWithTwoRoundsMatchesInProcess) {
+  const auto p = logistic(8);
+  AlgoParams params;
+  params.rounds = 2;
+  params.lr = 0.01;
+  expect_same_trajectory(*p, parse_topology("exponential:8", {}), "mg-pull-diag-gt", params);
+  expect_same_trajectory(*logistic(5), parse_topology("directed-ring:5:chords=0-2", {}), "pull-diag-gt", params);
+}
+
+TEST(MpiRuntime, TimeVaryingOnePeerExponentialMatchesInProcess) {
+  const auto p = logistic(8);
+  const GraphSequence g = parse_topology("one-peer-exponential:8", {});
+  for (const char* algo : {"dsgd", "push-sum", "gt"}) expect_same_trajectory(*p, g, algo);
+}
+
+TEST(MpiRuntime, EveryOtherGossipAlgorithmMatchesInProcess) {
+  const auto p = logistic(7);
+  AlgoParams params;
+  params.compressor = CompressorSpec{CompressorKind::kRandK, 0.4, 1};
+  for (const char* algo : {"exact-diffusion", "d2", "push-diging", "row-dgd", "choco-sgd"}) {
+    const bool directed = std::string(algo) == "push-diging" || std::string(algo) == "row-dgd";
+    expect_same_trajectory(*p, parse_topology(directed ? "directed-ring:7:chords=0-3" : "ring:7", {}), algo, params);
+  }
+}
+
+TEST(MpiRuntime, RunnerMetricsAreByteIdenticalOverSeeds) {
+  const auto p = logistic(8);
+  RunSpec s;
+  s.algorithm = "push-pull";
+  s.iters = 30;
+  s.batch = 16;
+  s.seeds = 2;
+  s.eval_every = 1;
+  const GraphSequence g = parse_topology("exponential:8", {});
+  const RunResult local = run(*p, g, s);
+  const RunResult dist = run(*p, g, s, {}, {}, g_mpi);
+  if (!g_mpi->is_root()) {
+    EXPECT_TRUE(dist.summary.empty());
+    return;
+  }
+  ASSERT_EQ(dist.per_seed.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    ASSERT_EQ(dist.per_seed[r].size(), local.per_seed[r].size());
+    for (size_t k = 0; k < local.per_seed[r].size(); ++k) {
+      const MetricPoint& a = dist.per_seed[r][k];
+      const MetricPoint& b = local.per_seed[r][k];
+      for (double MetricPoint::*f : {&MetricPoint::loss, &MetricPoint::grad_norm, &MetricPoint::grad_norm_pi,
+                                      &MetricPoint::consensus, &MetricPoint::bytes}) {
+        EXPECT_EQ(std::memcmp(&(a.*f), &(b.*f), sizeof(double)), 0) << "seed " << r << " point " << k;
+      }
+    }
+  }
+}
+
+TEST(MpiRuntime, FederatedAlgorithmsAreRefused) {
+  const auto p = logistic(4);
+  RunSpec s;
+  s.algorithm = "fedavg";
+  s.iters = 2;
+  try {
+    run(*p, GraphSequence(Graph(4, {}, "clients")), s, {}, {}, g_mpi);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not supported by the MPI runtime"), std::string::npos) << e.what();
+  }
+}
+
+TEST(MpiRuntime, FewerNodesThanRanksIsRefused) {
+  if (g_mpi->size() < 2) GTEST_SKIP() << "needs at least 2 ranks (run under mpirun -np 4)";
+  const auto n = static_cast<NodeIndex>(g_mpi->size() - 1);
+  const auto p = logistic(n);
+  RunSpec s;
+  s.algorithm = "dsgd";
+  s.iters = 2;
+  try {
+    run(*p, parse_topology(fmt::format("complete:{}", n), {}), s, {}, {}, g_mpi);
+    ADD_FAILURE() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("at least one node per rank"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace orrery::decentral
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  auto mpi = orrery::decentral::MpiRuntime::start({});
+  orrery::decentral::g_mpi = mpi.get();
+  if (!mpi->is_root()) {
+    // One report, from rank 0: every comparison is made there.
+    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int failed = RUN_ALL_TESTS();
+  int any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  mpi.reset();  // MPI_Finalize
+  return any;
+}

@@ -1,0 +1,73 @@
+# Scenario checks of `orrery plan serve` (docs/serving.md "Capacity planning"): the table, --json keys,
+# determinism across thread counts, infeasible configurations with reasons, exit 1 when nothing meets
+# the SLOs, bad input (one line, exit 2, nearest name).
+. "$(dirname "$0")/cli_lib.sh"
+
+small=(plan serve --model llama2-7b --gpus a100-sxm-80gb,h100-sxm --tp 1,3 --schedulers vllm,sarathi
+       --workload "prompt=512,output=20" --requests 400 --tolerance 0.05 --quiet)
+expect table 0 "top [0-9]+ by cost per 1M requests" -- "${small[@]}"
+expect infeasible-tp 0 "infeasible configurations" -- "${small[@]}"
+expect infeasible-reason 0 "heads" -- "${small[@]}"
+expect help 0 "--slo-ttft-p90" -- plan serve --help
+expect group-help 0 "serve" -- plan --help
+
+# JSON: documented keys; ranked by cost per 1M requests (non-decreasing); the same for 1 and 3 threads.
+"$bin" "${small[@]}" --json --threads 1 >"$tmp/t1.json" 2>/dev/null
+"$bin" "${small[@]}" --json --threads 3 >"$tmp/t3.json" 2>/dev/null
+if python3 - "$tmp/t1.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["command"] == "plan serve"
+for k in ("model", "workload", "slos", "counts", "top", "infeasible", "requests", "seed"):
+    assert k in j, k
+assert [s["name"] for s in j["slos"]] == ["ttft-p90", "tpot-p99"]
+costs = [t["usd_per_million_requests"] for t in j["top"]]
+assert costs == sorted(costs), costs
+for t in j["top"]:
+    assert t["max_rate"] > 0 and t["config"]["gpus"] >= 1
+    assert t["at_max_rate"]["ttft_s"]["p90"] <= 2.0 and t["at_max_rate"]["tpot_s"]["p99"] <= 0.2
+    # cost per 1M requests = GPUs x $/GPU-h / (3600 x rate) x 1e6
+    c = t["config"]["gpus"] * t["usd_per_gpu_hour"] / (3600 * t["max_rate"]) * 1e6
+    assert abs(c - t["usd_per_million_requests"]) < 1e-9 * c
+assert all(i["config"]["tp"] == 3 for i in j["infeasible"])
+PY
+then pass=$((pass+1)); else echo "FAIL json: keys or ordering"; fail=$((fail+1)); fi
+if cmp -s <(grep -v orrery_version "$tmp/t1.json") <(grep -v orrery_version "$tmp/t3.json"); then pass=$((pass+1)); else
+  echo "FAIL threads: --threads 1 and 3 differ"; fail=$((fail+1)); fi
+
+# Replicas: twice the replicas, twice the capacity (one replica at rate / replicas).
+"$bin" plan serve --model llama2-7b --gpus a100-sxm-80gb --tp 1 --schedulers vllm --workload "prompt=512,output=20" \
+  --requests 400 --replicas 1,2 --json --quiet >"$tmp/r.json" 2>/dev/null
+if python3 -c "
+import json; j = json.load(open('$tmp/r.json'))
+r = {t['config']['replicas']: t['max_rate'] for t in j['top']}
+assert abs(r[2] - 2 * r[1]) < 1e-6 * r[2], r
+"; then pass=$((pass+1)); else echo "FAIL replicas: capacity does not double"; fail=$((fail+1)); fi
+
+# Nothing meets an SLO below one iteration: exit 1 with the reason.
+expect no-feasible 1 "no configuration meets the SLOs" -- plan serve --model llama2-7b --gpus a100-sxm-80gb --tp 1 \
+  --schedulers vllm --workload "prompt=512,output=20" --requests 200 --slo-e2e-p50 1ms --quiet
+# A model that fits nowhere is listed with the memory reason.
+expect no-fit 1 "no room for the KV cache" -- plan serve --model llama3-70b --gpus a100-sxm-80gb --tp 1 --schedulers vllm \
+  --workload "prompt=512,output=20" --requests 200 --quiet
+
+# Bad input: one line, exit 2, a hint.
+expect bad-gpu 2 "did you mean 'a100-sxm-80gb'" -- plan serve --model llama2-7b --gpus a100-sxm-80gbb
+one_line_error bad-gpu-line plan serve --model llama2-7b --gpus a100-sxm-80gbb
+expect bad-scheduler 2 "unknown scheduler 'vlm'.*vllm" -- plan serve --model llama2-7b --schedulers vlm
+expect bad-slo 2 "slo-ttft-p90" -- plan serve --model llama2-7b --slo-ttft-p90 2
+expect bad-slo-zero 2 "" -- plan serve --model llama2-7b --slo-tpot-p99 0ms
+expect bad-slo-flag 2 "slo-ttft-p90" -- plan serve --model llama2-7b --slo-ttft-p95 2s
+expect bad-tp 2 "--tp" -- plan serve --model llama2-7b --tp 1,x
+expect bad-tp-zero 2 "--tp" -- plan serve --model llama2-7b --tp 0
+expect no-model 2 "--model" -- plan serve
+expect bad-model 2 "llama2-7b" -- plan serve --model llama2-7
+expect bad-exec 2 "roofline" -- plan serve --model llama2-7b --exec-model rooflin
+expect bad-requests 2 "--requests" -- plan serve --model llama2-7b --requests 1
+expect bad-tolerance 2 "--tolerance" -- plan serve --model llama2-7b --tolerance 0
+expect both-inputs 2 "either --trace or --workload" -- plan serve --model llama2-7b --trace x.csv --workload default
+expect missing-trace 2 "" -- plan serve --model llama2-7b --trace "$tmp/none.csv"
+expect bad-workload 2 "workload" -- plan serve --model llama2-7b --workload "prompt=abc"
+one_line_error bad-workload-line plan serve --model llama2-7b --workload "prompt=abc"
+
+finish plan_serve
