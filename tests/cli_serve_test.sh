@@ -14,6 +14,9 @@ for m in roofline linear piecewise; do
   expect "exec-$m" 0 "successful requests +100" -- serve --exec-model "$m" --workload "$wl" --rate 4 --requests 100
 done
 expect swap 0 "preemptions" -- serve --preemption swap --workload "$wl" --rate 4 --requests 100 --kv-tokens 2000
+# A video diffusion transformer generates no tokens: refused with one line naming the model.
+expect serve-dit 2 "wan2.1-t2v-1.3b' is a video diffusion transformer" -- serve --model wan2.1-t2v-1.3b --requests 10
+one_line_error serve-dit-one-line serve --model wan2.1-t2v-1.3b --requests 10
 expect tp2 0 "TP 2" -- serve --tp 2 --workload "$wl" --rate 4 --requests 50
 expect fluid 0 "largest stable rate" -- serve fluid --workload "prompt=512,output=20" --rate 10
 

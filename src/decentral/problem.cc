@@ -276,8 +276,11 @@ using V2d = double __attribute__((vector_size(16)));
 using V2f = float __attribute__((vector_size(8)));
 inline V2d load_pair(const float* p) {
 #ifdef __SSE2__
-  // One 8-byte load and one cvtps2pd (GCC 12 turns __builtin_convertvector into two scalar conversions).
-  return _mm_cvtps_pd(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p))));
+  // One 8-byte load and one cvtps2pd (GCC 12 turns __builtin_convertvector into two scalar conversions);
+  // memcpy, not a double* load: the floats are only 4-byte aligned.
+  double bits;
+  std::memcpy(&bits, p, sizeof bits);
+  return _mm_cvtps_pd(_mm_castpd_ps(_mm_set_sd(bits)));
 #else
   V2f f;
   std::memcpy(&f, p, sizeof f);

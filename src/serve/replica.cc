@@ -14,6 +14,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void ReplicaSpec::validate(const Where& where) const {
   ORRERY_CHECK(model != nullptr && gpu != nullptr);
+  if (model->is_dit()) {
+    throw InputError(where.with_key("model"),
+                     "'" + model->name + "' is a video diffusion transformer: it generates no tokens to serve",
+                     "serve a language model, e.g. llama2-7b; DiTs are for `orrery train`");
+  }
   if (tp < 1) throw InputError(where.with_key("tp"), "must be >= 1, got " + std::to_string(tp));
   if (pp < 1) throw InputError(where.with_key("pp"), "must be >= 1, got " + std::to_string(pp));
   if (model->heads % tp != 0) {
