@@ -268,6 +268,11 @@ ProfileTable read_vidur_profile(std::istream& in, const std::string& file, int64
   if (c_ops.empty()) require("time_stats.attn_pre_proj.median");
 
   ProfileTable t;
+  struct Row {
+    int64_t tokens;
+    double layer_ms, emb_ms;
+  };
+  std::vector<Row> rows;
   std::vector<int> tps;
   while (std::getline(in, line)) {
     ++line_no;
@@ -286,15 +291,16 @@ ProfileTable read_vidur_profile(std::istream& in, const std::string& file, int64
     double layer = 0.0;
     for (int c : c_ops) layer += parse_number(f[static_cast<size_t>(c)], w.with_key(names[static_cast<size_t>(c)]), "a time (ms)");
     const double emb = parse_number(f[static_cast<size_t>(c_emb)], w.with_key("time_stats.emb.median"), "a time (ms)");
-    const auto n = static_cast<int64_t>(tokens);
-    // Boundary token counts appear in two rows: keep the first.
-    if (!t.tokens.empty() && n <= t.tokens.back()) {
-      if (n == t.tokens.back()) continue;
-      throw InputError(w.with_key("num_tokens"), "token counts must ascend within a TP degree");
-    }
-    t.tokens.push_back(n);
-    t.layer_ms.push_back(layer);
-    t.emb_ms.push_back(emb);
+    rows.push_back({static_cast<int64_t>(tokens), layer, emb});
+  }
+  // vidur writes the token counts in any order (its profiler emits 4096 down to 1, with the boundary
+  // counts 4096 and 2048 twice): sort them, keeping the first row of a repeated count.
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.tokens < b.tokens; });
+  for (const Row& r : rows) {
+    if (!t.tokens.empty() && r.tokens == t.tokens.back()) continue;
+    t.tokens.push_back(r.tokens);
+    t.layer_ms.push_back(r.layer_ms);
+    t.emb_ms.push_back(r.emb_ms);
   }
   if (t.tokens.empty()) {
     std::string have;

@@ -121,6 +121,24 @@ TEST(ProfileTable, SumsTheLayerOpsAndInterpolatesInTokens) {
   EXPECT_DOUBLE_EQ(t.layer_at(17), 2.6);  // extrapolated along the last segment
 }
 
+TEST(ProfileTable, AcceptsVidursDescendingOrderAndRepeatedBoundaryCounts) {
+  // vidur's profiler writes num_tokens from 4096 down to 1, with 4096 and 2048 each in two rows
+  // (../shared/data/profiles/vidur/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv); the first row of a
+  // repeated count is kept, so the table is the same as kProfile's whatever the order.
+  std::istringstream in(
+      "time_stats.emb.median,time_stats.input_layernorm.median,time_stats.attn_pre_proj.median,time_stats.mlp_up_proj.median,"
+      "num_tokens,num_tensor_parallel_workers\n"
+      "0.03,0.1,0.6,0.9,9,1\n"
+      "0.07,0.1,0.7,0.9,9,1\n"
+      "0.01,0.1,0.2,0.3,1,1\n");
+  const ProfileTable t = read_vidur_profile(in, "mlp.csv", 1);
+  ASSERT_EQ(t.tokens.size(), 2u);
+  EXPECT_EQ(t.tokens[0], 1);
+  EXPECT_EQ(t.tokens[1], 9);
+  EXPECT_DOUBLE_EQ(t.layer_ms[1], 1.6);  // the first 9-token row: 0.1 + 0.6 + 0.9
+  EXPECT_DOUBLE_EQ(t.emb_at(5), 0.02);
+}
+
 TEST(ProfileTable, ReportsMissingColumnsTpAndBadNumbers) {
   std::istringstream no_tp("time_stats.emb.median,num_tokens\n0.1,1\n");
   EXPECT_THROW(read_vidur_profile(no_tp, "a.csv", 1), InputError);
