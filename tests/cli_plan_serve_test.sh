@@ -35,13 +35,18 @@ then pass=$((pass+1)); else echo "FAIL json: keys or ordering"; fail=$((fail+1))
 if cmp -s <(grep -v orrery_version "$tmp/t1.json") <(grep -v orrery_version "$tmp/t3.json"); then pass=$((pass+1)); else
   echo "FAIL threads: --threads 1 and 3 differ"; fail=$((fail+1)); fi
 
-# Replicas: twice the replicas, twice the capacity (one replica at rate / replicas).
+# Replicas: two replicas behind round-robin have about twice the capacity. Round-robin splits the Poisson
+# stream into two Erlang-2 streams (each less bursty than Poisson at the same rate), so each replica
+# carries at least about what one replica carries alone; a 400-request probe's SLO quantiles and the 2%
+# search bracket move the figure by a few percent. 1.8x-2.4x catches a capacity not multiplied by the
+# replicas (1x) or counted twice (4x).
 "$bin" plan serve --model llama2-7b --gpus a100-sxm-80gb --tp 1 --schedulers vllm --workload "prompt=512,output=20" \
   --requests 400 --replicas 1,2 --json --quiet >"$tmp/r.json" 2>/dev/null
 if python3 -c "
 import json; j = json.load(open('$tmp/r.json'))
 r = {t['config']['replicas']: t['max_rate'] for t in j['top']}
-assert abs(r[2] - 2 * r[1]) < 1e-6 * r[2], r
+assert 1.8 * r[1] <= r[2] <= 2.4 * r[1], r
+assert j['router'] == 'round-robin' and j['replica_model'] == 'cluster', (j['router'], j['replica_model'])
 "; then pass=$((pass+1)); else echo "FAIL replicas: capacity does not double"; fail=$((fail+1)); fi
 
 # Nothing meets an SLO below one iteration: exit 1 with the reason.
@@ -63,6 +68,8 @@ expect bad-tp-zero 2 "--tp" -- plan serve --model llama2-7b --tp 0
 expect no-model 2 "--model" -- plan serve
 expect bad-model 2 "llama2-7b" -- plan serve --model llama2-7
 expect bad-exec 2 "roofline" -- plan serve --model llama2-7b --exec-model rooflin
+expect bad-router 2 "unknown router 'least-outstandng'.*least-outstanding" -- plan serve --model llama2-7b --router least-outstandng
+one_line_error bad-router-line plan serve --model llama2-7b --router least-outstandng
 expect bad-requests 2 "--requests" -- plan serve --model llama2-7b --requests 1
 expect bad-tolerance 2 "--tolerance" -- plan serve --model llama2-7b --tolerance 0
 expect both-inputs 2 "either --trace or --workload" -- plan serve --model llama2-7b --trace x.csv --workload default

@@ -19,6 +19,7 @@
 #include "core/strings.h"
 #include "io/trace_reader.h"
 #include "serve/capacity.h"
+#include "serve/router.h"
 #include "serve/workload_spec.h"
 
 namespace orrery::cli {
@@ -39,6 +40,7 @@ struct PlanServeArgs {
   std::string max_batched_tokens = "4096";
   std::string chunk_sizes = "512";
   std::string replicas = "1";
+  std::string router = "round-robin";
   std::string workload;
   std::string trace;
   std::string trace_format;
@@ -208,6 +210,12 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   const std::vector<int64_t> seqs = int_list(a.max_seqs, "--max-seqs"), toks = int_list(a.max_batched_tokens, "--max-batched-tokens");
   const std::vector<int64_t> chunks = int_list(a.chunk_sizes, "--chunk-size"), reps = int_list(a.replicas, "--replicas");
 
+  {
+    const std::vector<std::string> routers = sv::router_names();
+    if (std::find(routers.begin(), routers.end(), a.router) == routers.end()) {
+      throw InputError(kCl.with_key("--router"), "unknown router '" + a.router + "'", suggest(a.router, routers));
+    }
+  }
   std::vector<sv::CapacityConfig> configs;
   for (const hw::GpuSpec* g : gpus) {
     const hw::PriceSpec* price = cat.hw.find_price(g->name);
@@ -229,6 +237,7 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
                   c.max_batched_tokens = mt;
                   c.chunk_size = ch;
                   c.replicas = r;
+                  c.router = a.router;
                   c.usd_per_gpu_hour = price != nullptr ? price->usd_per_gpu_hour : 0.0;
                   configs.push_back(c);
                 }
@@ -257,7 +266,8 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
     j["requests"] = a.requests;
     j["seed"] = a.seed;
     j["exec_model"] = a.exec_model;
-    j["replica_model"] = "one replica at rate / replicas";
+    j["router"] = a.router;
+    j["replica_model"] = "cluster";
     Json slos = Json::array();
     for (const sv::SloBound& b : o.slos) slos.push_back(Json{{"name", b.name()}, {"limit_s", b.limit.to_seconds()}});
     j["slos"] = slos;
@@ -296,9 +306,8 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   for (const sv::SloBound& b : o.slos) slo_text += (slo_text.empty() ? "" : ", ") + fmt::format("{} <= {:g} ms", b.name(), b.limit.to_ms());
   ctx.out << fmt::format("{} serving '{}' ({} requests, seed {}), {} model; SLOs: {}\n", model.name, label, a.requests,
                          a.seed, a.exec_model, slo_text);
-  ctx.out << fmt::format("configurations: {}, feasible {}, infeasible {}; replicas simulated as one replica at rate / "
-                         "replicas (docs/serving.md)\n\n",
-                         results.size(), feasible.size(), infeasible.size());
+  ctx.out << fmt::format("configurations: {}, feasible {}, infeasible {}; replicas behind the {} router (docs/serving.md)\n\n",
+                         results.size(), feasible.size(), infeasible.size(), a.router);
   if (!feasible.empty()) {
     Table t({"#", "gpu", "tp", "pp", "repl", "scheduler", "caps", "max req/s", "TTFT p90 s", "TPOT p99 ms", "GPUs",
              "$/h", "$/1M req", "limit"},
@@ -344,6 +353,8 @@ void register_plan_serve_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--max-batched-tokens", a->max_batched_tokens, "token caps to try")->capture_default_str();
   c->add_option("--chunk-size", a->chunk_sizes, "sarathi chunk sizes to try")->capture_default_str();
   c->add_option("--replicas", a->replicas, "replica counts to try")->capture_default_str();
+  c->add_option("--router", a->router, "router in front of the replicas: round-robin | least-outstanding | least-kv | prefix-aware")
+      ->capture_default_str();
   c->add_option("--workload", a->workload, "synthetic workload spec (default: the Azure conversation fit)");
   c->add_option("--trace", a->trace, "request trace (rescaled to each rate)")->type_name("FILE");
   c->add_option("--trace-format", a->trace_format, "azure | mooncake | vidur | generic (default: detected)");

@@ -116,10 +116,29 @@ class RunRecorder final : public SimObserver {
 
 }  // namespace
 
+namespace {
+
+RunMetrics metrics_of(const SimResult& r, const RunRecorder& rec);
+
+}  // namespace
+
 RunMetrics measure_run(RequestSource& source, const ReplicaSpec& spec, const MemoryPlan& plan, Scheduler& scheduler,
                        const ExecModel& exec, const SimOptions& options, SimObserver* observer) {
   RunRecorder rec(observer);
   const SimResult r = simulate(source, spec, plan, scheduler, exec, options, &rec);
+  return metrics_of(r, rec);
+}
+
+RunMetrics measure_cluster_run(RequestSource& source, const ClusterSpec& spec, const SimOptions& options,
+                               SimObserver* observer) {
+  RunRecorder rec(observer);
+  const ClusterResult r = simulate_cluster(source, spec, options, &rec);
+  return metrics_of(r.total, rec);
+}
+
+namespace {
+
+RunMetrics metrics_of(const SimResult& r, const RunRecorder& rec) {
   RunMetrics m;
   m.arrived = r.arrived;
   m.completed = r.completed;
@@ -157,6 +176,8 @@ RunMetrics measure_run(RequestSource& source, const ReplicaSpec& spec, const Mem
   m.stable = m.unfinished == 0 && m.latency_slope <= kMaxLatencySlope;
   return m;
 }
+
+}  // namespace
 
 std::optional<SloBound> first_missed(const RunMetrics& m, const std::vector<SloBound>& slos) {
   for (const SloBound& b : slos) {
@@ -336,6 +357,21 @@ SchedulerConfig CapacityProbe::scheduler_config(double per_replica) const {
 
 RunMetrics CapacityProbe::run(double per_replica, SimObserver* observer) const {
   ORRERY_CHECK(fits_);
+  if (config_.replicas > 1 && !config_.router.empty()) {
+    // The whole stream through the router to the replicas (serve/cluster.h).
+    ClusterSpec cluster;
+    PoolSpec pool;
+    pool.replicas = config_.replicas;
+    pool.replica = spec_;
+    pool.plan = plan_;
+    pool.exec = exec_.get();
+    pool.scheduler = config_.scheduler;
+    pool.scheduler_config = scheduler_config(per_replica);
+    cluster.pools.push_back(std::move(pool));
+    cluster.router = config_.router;
+    std::unique_ptr<RequestSource> src = workload_(per_replica * static_cast<double>(config_.replicas));
+    return measure_cluster_run(*src, cluster, SimOptions{}, observer);
+  }
   const std::unique_ptr<Scheduler> sched = make_scheduler(config_.scheduler, scheduler_config(per_replica));
   std::unique_ptr<RequestSource> src = replica_stream(workload_, per_replica, config_.replicas);
   return measure_run(*src, spec_, plan_, *sched, *exec_, SimOptions{}, observer);

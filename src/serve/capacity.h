@@ -22,10 +22,11 @@
 //             verdict is monotone in the rate (true of latency quantiles of work-conserving schedulers
 //             up to simulation noise; WAIT's thresholds change with the rate in steps, so its verdict
 //             can be non-monotone near a step: the search then reports one of the transitions).
-//   Replicas  A configuration with R replicas is simulated as ONE replica at rate lambda / R (a perfect
-//             router that splits a Poisson stream into R Poisson streams; for a trace, the trace rescaled
-//             by 1/R): capacity = R x one replica's. Router imbalance and shared-prefix affinity are not
-//             modelled here (serve/cluster.h simulates routers).
+//   Replicas  A configuration with R > 1 replicas runs the whole stream at lambda through its router
+//             to R replicas in one event loop (serve/cluster.h): router imbalance, the smoothing of
+//             round-robin and prefix affinity are in the capacity. With an empty router name the old
+//             approximation remains: ONE replica at rate lambda / R (a perfect router that splits a
+//             Poisson stream into R Poisson streams; a trace rescaled by 1/R), capacity = R x one's.
 //   Cost      usd_per_hour = tp x pp x replicas x price (USD per GPU-hour, catalog/prices.yaml);
 //             usd per 1M requests = usd_per_hour / (3600 x capacity) x 1e6. With the one-replica
 //             approximation the cost per request does not depend on R.
@@ -45,6 +46,7 @@
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/units.h"
+#include "serve/cluster.h"
 #include "serve/exec_model.h"
 #include "serve/replica.h"
 #include "serve/scheduler.h"
@@ -95,6 +97,9 @@ struct RunMetrics {
   double value(SloMetric m, double q) const;  // quantile of ttft/tpot/e2e (0 when nothing measured)
 };
 
+// The same for a cluster (serve/cluster.h): the metrics over all its replicas.
+RunMetrics measure_cluster_run(RequestSource& source, const ClusterSpec& spec, const SimOptions& options = {},
+                               SimObserver* observer = nullptr);
 // Runs `scheduler` on `source` and measures it (see the model card). `observer` also sees every record.
 RunMetrics measure_run(RequestSource& source, const ReplicaSpec& spec, const MemoryPlan& plan, Scheduler& scheduler,
                        const ExecModel& exec, const SimOptions& options = {}, SimObserver* observer = nullptr);
@@ -137,6 +142,7 @@ struct CapacityConfig {
   int64_t max_batched_tokens = 4096;
   int64_t chunk_size = 512;
   int64_t replicas = 1;
+  std::string router = "round-robin";  // replicas > 1: serve/router.h; empty: one replica at rate / replicas
   double usd_per_gpu_hour = 0.0;  // 0: no price known
 };
 

@@ -140,12 +140,42 @@ TEST(Capacity, ReplicasMultiplyTheRateAndTheGpuHoursButNotTheCostPerRequest) {
   cfg.tp = 2;  // 32 heads: TP 2 is valid; the linear model ignores it
   const CapacityResult r = evaluate_capacity(c.model, cfg, c.workload, c.options);
   ASSERT_TRUE(r.feasible) << r.reason;
-  // Each replica sees the stream at rate / 3: 100 req/s per replica, 300 in all. GPUs: 2 x 3 = 6, $12/h;
+  // Round-robin over 3 replicas gives each every third request of the evenly spaced stream: spacing
+  // 3 / rate, so each replica is the one-replica case at rate / 3: 100 req/s per replica, 300 in all. GPUs: 2 x 3 = 6, $12/h;
   // 12 / (3600 x 300) x 1e6 = $11.111 per 1M requests (twice the TP-1 cost: twice the GPUs per replica).
   EXPECT_NEAR(r.rate_per_replica, 100.0, 1e-9);
   EXPECT_NEAR(r.rate, 300.0, 1e-9);
   EXPECT_DOUBLE_EQ(r.usd_per_hour, 12.0);
   EXPECT_NEAR(r.usd_per_million, 12.0 / (3600.0 * 300.0) * 1e6, 1e-9);
+}
+
+// Two requests at once every 2 / rate seconds (pairs), 2 replicas, the EvenCase timing (every iteration
+// 10 ms whatever its batch). Round-robin gives each replica one request of every pair, one per 2 / rate
+// s: it meets e2e-p99 <= 15 ms exactly while 2 / rate >= 10 ms, i.e. up to 200 req/s in all. The old
+// approximation (one replica at rate / 2: the pairs every 4 / rate s, each pair batched in one 10 ms
+// iteration) would have allowed 400 req/s; the router's real split is what is simulated.
+TEST(Capacity, ReplicasRunBehindTheRouterNotAsOneReplicaAtAFractionOfTheRate) {
+  EvenCase c;
+  c.workload = [](double rate) {
+    std::vector<Request> rs;
+    for (int64_t k = 0; k < 400; ++k) rs.push_back(request(k, static_cast<double>(k / 2) * 2.0 / rate, 16, 1));
+    return std::unique_ptr<RequestSource>(std::make_unique<ListSource>(std::move(rs)));
+  };
+  const CapacityResult r = evaluate_capacity(c.model, c.config(2, 2.0), c.workload, c.options);
+  ASSERT_TRUE(r.feasible) << r.reason;
+  // Bisection to 1% from the doubling 1 .. 256: the bracket ends within [200, 202).
+  EXPECT_GE(r.rate, 200.0 * (1.0 - 1e-9));
+  EXPECT_LT(r.rate, 202.0);
+  EXPECT_EQ(r.limit, "e2e-p99");
+  // With no router (the approximation) the pairs batch together: twice the rate. At exactly 400 the
+  // arrivals, rescaled by 1/2 (x 2 in time), can land a nanosecond before the previous iteration ends,
+  // so the boundary probe itself may fail: the bracket then ends at [398, 400).
+  CapacityConfig split = c.config(2, 2.0);
+  split.router.clear();
+  const CapacityResult s = evaluate_capacity(c.model, split, c.workload, c.options);
+  ASSERT_TRUE(s.feasible) << s.reason;
+  EXPECT_GE(s.rate, 396.0);
+  EXPECT_LT(s.rate, 404.0);
 }
 
 TEST(Capacity, AnUnreachableSloOrAModelThatDoesNotFitIsInfeasibleWithAReason) {

@@ -403,7 +403,7 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
   const ClusterSpec& spec_;
   SimOptions options_;
   ClusterResult result_;
-  RunMetrics metrics_;
+  MetricsSink metrics_;
   Sampler sampler_;
   SchedulerView view_;
   des::Engine engine_;

@@ -15,7 +15,7 @@ std::string_view to_string(ReplicaRole r) {
   return "?";
 }
 
-void RunMetrics::reject(const Request& req, RequestStatus status, int32_t replica) {
+void MetricsSink::reject(const Request& req, RequestStatus status, int32_t replica) {
   (status == RequestStatus::kRejectedContext ? result_.rejected_context : result_.rejected_kv) += 1;
   if (observer_ != nullptr) {
     RequestRecord rec;
@@ -26,7 +26,7 @@ void RunMetrics::reject(const Request& req, RequestStatus status, int32_t replic
   }
 }
 
-void RunMetrics::done(const Seq& s, Time now, int32_t replica, int32_t prefill_replica) {
+void MetricsSink::done(const Seq& s, Time now, int32_t replica, int32_t prefill_replica) {
   ++result_.completed;
   result_.last_completion = now;
   result_.input_tokens += s.req.prompt_tokens;
@@ -72,7 +72,7 @@ void Sampler::add(const Sample& s) {
 
 ReplicaDriver::ReplicaDriver(des::Engine& engine, int32_t index, ReplicaRole role, const ReplicaSpec& spec,
                              const MemoryPlan& plan, Scheduler& scheduler, const ExecModel& exec,
-                             const SchedulerView& view, RunMetrics& metrics, Listener& listener, bool reserve_whole)
+                             const SchedulerView& view, MetricsSink& metrics, Listener& listener, bool reserve_whole)
     : engine_(engine),
       index_(index),
       role_(role),

@@ -13,7 +13,7 @@
 //                       caller calls release_handed_over() (the KV transfer reads them).
 //             kDecode   takes requests prefilled elsewhere (Replica::add_prefilled) and decodes them.
 //   Metrics   Request-level figures (TTFT, TPOT, ITL, E2EL, goodput, completed tokens) go to the run's
-//             RunMetrics; iteration-level ones (iterations, batch sizes, the time integral of used KV
+//             MetricsSink; iteration-level ones (iterations, batch sizes, the time integral of used KV
 //             blocks, busy time, block-manager counters) stay per replica (ReplicaStats).
 //   Order     Everything happens in the events of the shared engine; a replica's iteration end is its
 //             own event (handler = the driver), so replicas interleave in the engine's total order.
@@ -36,9 +36,9 @@ enum class ReplicaRole { kFull, kPrefill, kDecode };
 std::string_view to_string(ReplicaRole r);
 
 // Request-level metrics of a run, written into its SimResult (one per run, shared by its replicas).
-class RunMetrics {
+class MetricsSink {
  public:
-  RunMetrics(SimResult& result, const Slo& slo, SimObserver* observer)
+  MetricsSink(SimResult& result, const Slo& slo, SimObserver* observer)
       : result_(result), slo_(slo), observer_(observer) {}
   void reject(const Request& req, RequestStatus status, int32_t replica);
   // A request emitted its last token at `now` on `replica` (prefilled on `prefill_replica`, or -1).
@@ -103,7 +103,7 @@ class ReplicaDriver final : public des::EventHandler {
   // REQUIRES: plan.fits or spec.kv_tokens_override > 0. Keeps references to everything but `spec`.
   // reserve_whole: the scheduler's memory policy is MemoryPolicy::kReserve (prompt + output per request).
   ReplicaDriver(des::Engine& engine, int32_t index, ReplicaRole role, const ReplicaSpec& spec, const MemoryPlan& plan,
-                Scheduler& scheduler, const ExecModel& exec, const SchedulerView& view, RunMetrics& metrics,
+                Scheduler& scheduler, const ExecModel& exec, const SchedulerView& view, MetricsSink& metrics,
                 Listener& listener, bool reserve_whole = false);
 
   int32_t index() const { return index_; }
@@ -150,7 +150,7 @@ class ReplicaDriver final : public des::EventHandler {
   Scheduler& scheduler_;
   const ExecModel& exec_;
   const SchedulerView& view_;
-  RunMetrics& metrics_;
+  MetricsSink& metrics_;
   Listener& listener_;
   Batch batch_;
   BatchShape shape_;
