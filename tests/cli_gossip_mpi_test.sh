@@ -55,6 +55,13 @@ same mpi-one-peer --algo dsgd --topology one-peer-exponential:8 "${small[@]}"
 same mpi-uneven-blocks --algo push-sum --topology random-strongly-connected:7:0.3:seed=2 "${small[@]}"
 same mpi-sim-time --algo gt --topology ring:4 "${small[@]}" --compute-per-sample "1 ms" --link-latency "1 ms"
 
+# --json too: the document (which does not record --runtime) is byte-identical for 1 and 4 ranks.
+"$bin" -q --json gossip run --algo push-pull --topology exponential:8 "${small[@]}" >"$tmp/j.in.json" 2>/dev/null
+"${mpi[@]}" "$bin" -q --json gossip run --runtime mpi --algo push-pull --topology exponential:8 "${small[@]}" \
+  >"$tmp/j.mpi.json" 2>/dev/null
+if cmp -s "$tmp/j.in.json" "$tmp/j.mpi.json" && grep -q '"final"' "$tmp/j.in.json"; then pass=$((pass+1)); else
+  echo "FAIL mpi-json: the 4-rank --json document differs from the in-process one"; fail=$((fail+1)); fi
+
 # Only rank 0 prints: one table.
 if [ "$(grep -c "^iter " "$tmp/mpi-dsgd.mpi.out")" -eq 1 ]; then pass=$((pass+1)); else echo "FAIL mpi-one-table"; fail=$((fail+1)); fi
 

@@ -374,6 +374,7 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
         for (uint8_t on : present) present_steps += on;
       }
       alg->step(k, ctx);
+      if (spec.check_invariants) result.conservation_error_max = std::max(result.conservation_error_max, alg->conservation_error());
       if (clock) ctx.sim_time = clock->advance(k, ctx.bytes - bytes_before);
       if ((k + 1) % every == 0 || k + 1 == spec.iters) evaluate(k + 1);
       if (progress && (k & 63) == 0) progress(r * spec.iters + k, total);

@@ -84,6 +84,10 @@ struct RunSpec {
   // with lr / n, so that every algorithm moves the mean by about lr times the mean gradient.
   bool effective_lr = false;
   TimeModel time;  // gossip algorithms' simulated seconds (federated asynchronous ones keep their own clock)
+  // After every step, the algorithm's conserved-quantity error (Algorithm::conservation_error: 1^T y -
+  // 1^T g for column-stochastic tracking, the pi-weighted form for PULL-DIAG-GT) is taken into
+  // RunResult::conservation_error_max. Costs one pass over the tracker per step: for tests and debugging.
+  bool check_invariants = false;
 };
 
 struct Stat {
@@ -115,6 +119,7 @@ struct RunResult {
   std::vector<SummaryPoint> summary;               // [point]
   double seconds = 0;                              // wall-clock of the run (not deterministic; not in files)
   double eval_seconds = 0;                         // of which the full-data metric evaluations (same caveat)
+  double conservation_error_max = 0;               // with RunSpec::check_invariants, over steps and seeds
 };
 
 // The mixing matrices `info` needs on `seq` (the default rule, or `override`), checked.
