@@ -20,6 +20,7 @@
 #include "io/atomic_file.h"
 #include "io/trace_reader.h"
 #include "serve/cluster.h"
+#include "serve/capacity.h"
 #include "serve/fluid.h"
 #include "serve/serving_run_reader.h"
 #include "serve/simulator.h"
@@ -100,54 +101,9 @@ struct Setup {
   int64_t capacity_tokens = 0;
 };
 
-// Per-type statistics of the first requests of a stream (rates, mean lengths), for WAIT and the fluid model.
-struct StreamStats {
-  std::vector<sv::TypeStats> types;
-  int64_t requests = 0;
-  double rate = 0.0;
-  double span_s = 0.0;
-  int64_t max_output = 0;
-  double mean_prompt = 0.0;
-  double mean_output = 0.0;
-};
-
-StreamStats stream_stats(sv::RequestSource& src, int64_t limit) {
-  StreamStats st;
-  std::map<int32_t, std::array<double, 4>> acc;  // count, prompt sum, output sum, max output
-  std::optional<Time> first;
-  Time last;
-  while (st.requests < limit) {
-    std::optional<sv::Request> r = src.next();
-    if (!r) break;
-    if (!first) first = r->arrival;
-    last = r->arrival;
-    auto& a = acc[r->type];
-    a[0] += 1;
-    a[1] += static_cast<double>(r->prompt_tokens);
-    a[2] += static_cast<double>(r->output_tokens);
-    a[3] = std::max(a[3], static_cast<double>(r->output_tokens));
-    st.mean_prompt += static_cast<double>(r->prompt_tokens);
-    st.mean_output += static_cast<double>(r->output_tokens);
-    st.max_output = std::max(st.max_output, r->output_tokens);
-    ++st.requests;
-  }
-  if (st.requests == 0) return st;
-  st.span_s = (last - *first).to_seconds();
-  st.rate = st.requests > 1 && st.span_s > 0.0 ? static_cast<double>(st.requests - 1) / st.span_s : 0.0;
-  st.mean_prompt /= static_cast<double>(st.requests);
-  st.mean_output /= static_cast<double>(st.requests);
-  const int32_t types = acc.rbegin()->first + 1;
-  st.types.assign(static_cast<size_t>(std::max(types, 1)), sv::TypeStats{});
-  for (const auto& [t, a] : acc) {
-    if (t < 0) continue;
-    sv::TypeStats& ts = st.types[static_cast<size_t>(t)];
-    ts.rate = st.rate * a[0] / static_cast<double>(st.requests);
-    ts.prompt = a[1] / a[0];
-    ts.output = a[2] / a[0];
-    ts.max_output = static_cast<int64_t>(a[3]);
-  }
-  return st;
-}
+// Per-type statistics of the first requests of a stream (rates, mean lengths), for WAIT and the fluid model
+// (serve/capacity.h; the same figures plan serve uses).
+using StreamStats = sv::WorkloadStats;
 
 void add_common_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--model", a.model, "catalog model or path to a config.json")->capture_default_str();
@@ -200,7 +156,7 @@ void add_serve_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--slo-ttft", a.slo_ttft, "goodput SLO on TTFT")->capture_default_str();
   cmd->add_option("--slo-tpot", a.slo_tpot, "goodput SLO on TPOT")->capture_default_str();
   cmd->add_option("--wait-thresholds", a.wait_thresholds, "wait: n_j per type (default: fluid model)")->delimiter(',');
-  cmd->add_option("--wait-margin", a.wait_margin, "wait: threshold safety margin")->capture_default_str();
+  cmd->add_option("--wait-margin", a.wait_margin, "wait, nested-wait: relative slack s on the iteration time in the fluid thresholds (serve/fluid.h)")->capture_default_str();
   cmd->add_option("--nested-cap", a.nested_cap, "nested-wait: batch cap tl (default: from the fluid model)");
   cmd->add_option("--nested-segments", a.nested_segments, "nested-wait: segments L")->capture_default_str();
   cmd->add_option("--time-limit", a.time_limit, "stop the simulation at this simulated time (e.g. '1 h')");
@@ -242,7 +198,7 @@ std::unique_ptr<sv::RequestSource> open_source(const ServeArgs& a, io::TraceRead
     std::unique_ptr<sv::RequestSource> src = open_run();
     if (a.rate) {
       auto pass = open_run();
-      const StreamStats st = stream_stats(*pass, a.requests.value_or(INT64_MAX));
+      const StreamStats st = sv::workload_stats(*pass, a.requests.value_or(INT64_MAX));
       if (st.rate <= 0.0) throw InputError(kCl.with_key("--rate"), "cannot rescale a trace with one arrival time");
       src = std::make_unique<sv::RateScaledSource>(std::move(src), *a.rate / st.rate, kCl.with_key("--rate"));
     }
@@ -263,7 +219,7 @@ std::unique_ptr<sv::RequestSource> open_source(const ServeArgs& a, io::TraceRead
       std::unique_ptr<sv::RequestSource> counted =
           a.requests ? std::unique_ptr<sv::RequestSource>(std::make_unique<sv::TakeSource>(std::move(pass), *a.requests))
                      : std::move(pass);
-      const StreamStats st = stream_stats(*counted, INT64_MAX);
+      const StreamStats st = sv::workload_stats(*counted, INT64_MAX);
       if (st.rate <= 0.0) {
         throw InputError(kCl.with_key("--rate"), "cannot rescale the trace: it has fewer than two distinct arrival times");
       }
@@ -495,7 +451,7 @@ sv::SchedulerConfig scheduler_config(const ServeArgs& a) {
 std::optional<sv::LinearFit> fit_wait(const ServeArgs& a, const Setup& s, sv::SchedulerConfig& sc, double share) {
   if (a.scheduler != "wait" && a.scheduler != "nested-wait") return std::nullopt;
   std::unique_ptr<sv::RequestSource> pre = open_source(a, nullptr);
-  StreamStats st = stream_stats(*pre, 100000);
+  StreamStats st = sv::workload_stats(*pre, 100000);
   st.rate *= share;
   for (sv::TypeStats& t : st.types) t.rate *= share;
   const sv::LinearFit fit = linear_params(a, s, st, a.max_batched_tokens);
@@ -506,8 +462,7 @@ std::optional<sv::LinearFit> fit_wait(const ServeArgs& a, const Setup& s, sv::Sc
   if (a.scheduler == "nested-wait" && sc.nested_cap == 0 && st.requests > 0) {
     // tl = the fluid WAIT threshold of the aggregated workload, spread over its mean decode length.
     const sv::TypeStats all{st.rate, st.mean_prompt, st.mean_output, st.max_output};
-    const int64_t n = sv::wait_thresholds({all}, fit.d0_s, fit.d1_s, a.wait_margin, s.capacity_tokens)[0];
-    sc.nested_cap = std::max<int64_t>(1, static_cast<int64_t>(std::llround(static_cast<double>(n) * st.mean_output)));
+    sc.nested_cap = sv::nested_wait_cap_fluid(all, fit.d0_s, fit.d1_s, a.wait_margin, static_cast<double>(s.capacity_tokens));
   }
   return fit;
 }
@@ -877,7 +832,7 @@ void run_cluster(Context& ctx, const ServeArgs& a) {
 void run_fluid(Context& ctx, const ServeArgs& a) {
   Setup s = make_setup(ctx, a);
   std::unique_ptr<sv::RequestSource> src = open_source(a, nullptr);
-  const StreamStats st = stream_stats(*src, a.requests.value_or(100000));
+  const StreamStats st = sv::workload_stats(*src, a.requests.value_or(100000));
   if (st.requests < 2) throw InputError(kCl.with_key("--workload"), "the fluid model needs at least two requests");
   const sv::LinearFit fit = linear_params(a, s, st, 4096);
   std::vector<sv::TypeStats> types;

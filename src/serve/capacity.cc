@@ -240,6 +240,7 @@ WorkloadStats workload_stats(RequestSource& src, int64_t limit) {
   }
   if (st.requests == 0) return st;
   const double span = last - first;
+  st.span_s = span;
   st.rate = st.requests > 1 && span > 0.0 ? static_cast<double>(st.requests - 1) / span : 0.0;
   st.mean_prompt /= static_cast<double>(st.requests);
   st.mean_output /= static_cast<double>(st.requests);

@@ -125,6 +125,7 @@ struct WorkloadStats {
   std::vector<TypeStats> types;  // by Request::type
   int64_t requests = 0;
   double rate = 0.0;  // (n - 1) / arrival span
+  double span_s = 0.0;  // last - first arrival
   double mean_prompt = 0.0;
   double mean_output = 0.0;
   int64_t max_output = 0;

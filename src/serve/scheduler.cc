@@ -33,39 +33,6 @@ void validate(const SchedulerConfig& c, const Where& where) {
   if (!(c.wait_margin >= 0.0)) throw InputError(where.with_key("wait-margin"), "must be >= 0");
 }
 
-std::vector<int64_t> wait_thresholds(const std::vector<TypeStats>& types, double d0_s, double d1_s, double margin,
-                                     int64_t capacity_tokens) {
-  double sum_w = 0.0;
-  for (const TypeStats& t : types) sum_w += t.rate * (t.output + 1.0) * (t.prompt + t.output / 2.0);
-  const double denom = 1.0 - (1.0 + margin) * d1_s * sum_w;
-  std::vector<int64_t> n(types.size(), 1);
-  double dt = denom > 0.0 ? d0_s / denom : 0.0;
-  for (size_t j = 0; j < types.size(); ++j) {
-    n[j] = std::max<int64_t>(1, static_cast<int64_t>(std::ceil((1.0 + margin) * types[j].rate * dt)));
-  }
-  // M^pi = sum_j n_j (l'_j + 1)(l_j + l'_j / 2) must not exceed C; unstable or too large: scale down.
-  auto memory = [&] {
-    double m = 0.0;
-    for (size_t j = 0; j < types.size(); ++j) {
-      m += static_cast<double>(n[j]) * (types[j].output + 1.0) * (types[j].prompt + types[j].output / 2.0);
-    }
-    return m;
-  };
-  const double cap = static_cast<double>(capacity_tokens);
-  if (denom <= 0.0 || memory() > cap) {
-    double rate_sum = 0.0;
-    for (const TypeStats& t : types) rate_sum += t.rate;
-    // n_j proportional to lambda_j with M^pi = C.
-    double per_rate_mem = 0.0;
-    for (const TypeStats& t : types) per_rate_mem += t.rate / rate_sum * (t.output + 1.0) * (t.prompt + t.output / 2.0);
-    const double total = cap / per_rate_mem;
-    for (size_t j = 0; j < types.size(); ++j) {
-      n[j] = std::max<int64_t>(1, static_cast<int64_t>(std::floor(total * types[j].rate / rate_sum)));
-    }
-  }
-  return n;
-}
-
 std::unique_ptr<Scheduler> make_scheduler(std::string_view name, const SchedulerConfig& config, const Where& where) {
   validate(config, where);
   if (name == "static") return make_static_scheduler(config);

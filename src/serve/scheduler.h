@@ -51,7 +51,7 @@ struct SchedulerConfig {
   std::vector<TypeStats> types;  // by Request::type
   double d0_s = 0.0;             // linear iteration-time model for the thresholds
   double d1_s = 0.0;
-  double wait_margin = 0.05;     // thresholds n_j = ceil((1 + margin) lambda_j dT)
+  double wait_margin = 0.05;     // slack s of wait_thresholds_fluid (serve/fluid.h)
   // Nested WAIT: the batch cap tl spread over L equal-width segments of the decode range.
   int64_t nested_cap = 0;        // 0: from the fluid model (sum of the WAIT thresholds over stages)
   int64_t nested_segments = 4;
@@ -101,11 +101,5 @@ std::unique_ptr<Scheduler> make_sjf_scheduler(const SchedulerConfig& c);
 std::unique_ptr<Scheduler> make_wait_scheduler(const SchedulerConfig& c, const Where& where);
 std::unique_ptr<Scheduler> make_nested_wait_scheduler(const SchedulerConfig& c, const Where& where);
 
-// WAIT's thresholds from the fluid model: dT = d0 / (1 - (1 + margin) d1 sum_j lambda_j w'_j),
-// w'_j = (l'_j + 1)(l_j + l'_j / 2), n_j = ceil((1 + margin) lambda_j dT), at least 1. When the
-// fluid model is unstable (denominator <= 0) or sum_j n_j w'_j exceeds `capacity_tokens`, every n_j is
-// scaled down so that the memory M^pi fits the capacity.
-std::vector<int64_t> wait_thresholds(const std::vector<TypeStats>& types, double d0_s, double d1_s, double margin,
-                                     int64_t capacity_tokens);
 
 }  // namespace orrery::serve

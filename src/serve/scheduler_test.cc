@@ -114,15 +114,6 @@ TEST(Sjf, ServesTheShortestOutputFirst) {
   EXPECT_EQ(sjf.entries[2].id, 1);
 }
 
-TEST(WaitThresholds, FollowTheFluidRule) {
-  // One type: lambda 1000/s, l = 100, l' = 9: w' = (9 + 1)(100 + 4.5) = 1045, sum lambda w' = 1.045e6.
-  // d0 = 10 ms, d1 = 1e-7 s: dT = 0.01 / (1 - 0.1045) = 11.167 ms; n = ceil(1000 x 0.011167) = 12.
-  const std::vector<TypeStats> t = {{1000.0, 100.0, 9.0, 9}};
-  EXPECT_EQ(wait_thresholds(t, 0.01, 1e-7, 0.0, 1000000), std::vector<int64_t>{12});
-  // With C = 5000 tokens M^pi = 12 x 1045 exceeds C: n = floor(5000 / 1045) = 4.
-  EXPECT_EQ(wait_thresholds(t, 0.01, 1e-7, 0.0, 5000), std::vector<int64_t>{4});
-}
-
 TEST(Wait, TheServerWaitsUntilATypeIsEligible) {
   SimCase c(100000, Time::ms(10));
   c.config.types = {{2.0, 10.0, 3.0, 3}};
