@@ -21,6 +21,14 @@ int64_t StageQueues::count(int32_t group, int64_t stage) const {
   return static_cast<size_t>(stage) < g.size() ? static_cast<int64_t>(g[static_cast<size_t>(stage)].size()) : 0;
 }
 
+bool StageQueues::admission_blocked(const Replica& r, int32_t group) const {
+  const auto& g = q_[static_cast<size_t>(group)];
+  if (g.empty() || g[0].empty()) return false;
+  const Seq& s = r.seq(g[0].front());
+  const int64_t hold = memory_ == MemoryPolicy::kReserve ? s.req.prompt_tokens + s.req.output_tokens : s.prefill_target;
+  return r.allocatable_blocks() - r.blocks_for(s, hold) < r.watermark_blocks();
+}
+
 void StageQueues::add_waiting(Replica& r, SeqId id, int32_t group) {
   r.seq(id).tag = group;
   queue(group, 0).push_back(id);

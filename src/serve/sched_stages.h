@@ -25,6 +25,9 @@ class StageQueues {
 
   void add_waiting(Replica& r, SeqId id, int32_t group);
   int64_t count(int32_t group, int64_t stage) const;
+  // True when (group, 0) has a waiting request whose prefill take() could not place now: its blocks
+  // (the reservation rule of the memory policy) would leave less than the watermark free.
+  bool admission_blocked(const Replica& r, int32_t group) const;
   // One past the highest stage with a queue (queues may be empty).
   int64_t stages(int32_t group) const { return static_cast<int64_t>(q_[static_cast<size_t>(group)].size()); }
   int64_t total(int32_t group) const { return totals_[static_cast<size_t>(group)]; }

@@ -142,6 +142,29 @@ TEST(NestedWait, CompletesAMixedWorkload) {
   EXPECT_EQ(r.counters.restarts, 0);
 }
 
+TEST(NestedWait, PromptsPausedAtAnEntryRunWhenTheCacheCannotAdmitMore) {
+  // KV of 4 blocks of 16 tokens; prompts of 10 tokens with 4 output tokens hold one block each, so at most
+  // 4 are resident. Two segments over [0, 4] (entries at stages 0 and 2); tl = 40 with p = 1 (fewer than 32
+  // prompts seen): n_1 = 40 / (2 + 2 x 0.99) = 10.05 -> 10, n_2 = round(10.05 x 0.99) = 10. One arrival
+  // per 100 ms from t = 0 (40 prompts, the last at 3.9 s), 10 ms iterations.
+  // At 0.9 s ten prompts wait: segment 1 runs and 4 fit (prefill [0.90, 0.91]). Then 6 wait (< 10) and the
+  // cache is full. By the paper's rule alone the 4 would wait at stage 1 until ten wait again (1.3 s),
+  // move to stage 2, the entry of segment 2, and stay there: they can never be 10 (only 4 fit) and no new
+  // prompt fits either, so they would finish only when the stream ends (3.8-3.9 s). With the liveness rule
+  // (cache full -> every entry counts as met) they run on at once: three more 10 ms iterations, the last
+  // token at 0.9 + 4 x 0.01 = 0.94 s.
+  SimCase c(64, Time::ms(10));
+  c.config.nested_cap = 40;
+  c.config.nested_segments = 2;
+  c.config.max_output = 4;
+  std::vector<Request> reqs;
+  for (int i = 0; i < 40; ++i) reqs.push_back(request(i, 0.1 * i, 10, 4));
+  testing::Log log;
+  const SimResult r = c.run("nested-wait", reqs, &log);
+  EXPECT_EQ(r.completed, 40);
+  EXPECT_NEAR(log.of(0).finish.to_seconds(), 0.94, 1e-9);
+}
+
 TEST(SchedulerRegistry, NamesEveryScheduler) {
   std::vector<std::string> names;
   for (const auto& s : scheduler_registry()) {
