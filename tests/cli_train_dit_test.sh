@@ -43,4 +43,17 @@ expect seq-same 0 "75600" -- "${wan[@]}" --recompute full --seq 75600
 expect not-dit 2 "--frames: video flags need a video diffusion transformer" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 8 --frames 81
 one_line_error not-dit-one-line train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 8 --frames 81
 
+# plan train derives the sequence from the video the same way (no --seq needed): 480x832 is 32,760.
+plan=(plan train --model wan2.1-t2v-14b --gpu h100-sxm --gpus 64 --gbs 64 --top 2 --max-cp 4 --quiet)
+expect plan-default-seq 0 "seq 75600, global batch 64" -- "${plan[@]}"
+expect plan-480p 0 "seq 32760, global batch 64" -- "${plan[@]}" --resolution 480x832
+if "$bin" --json "${plan[@]}" --frames 121 --resolution 480x832 | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["seq"] == 48360, d["seq"]
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL plan json seq"; fail=$((fail+1)); fi
+expect plan-seq-contradicts 2 "--seq: a DiT's sequence is its video token count, 75600" -- "${plan[@]}" --seq 4096
+expect plan-not-dit 2 "--resolution: video flags need a video diffusion transformer" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 8 --seq 4096 --resolution 720x1280
+expect plan-bad-resolution 2 "--resolution: expected 2 positive integers" -- "${plan[@]}" --resolution 720by1280
+
 finish cli_train_dit

@@ -43,6 +43,8 @@ const Where kCl{"<command line>", 0, ""};
 struct PlanTrainArgs {
   std::string model, gpu, node, nic_bandwidth = "400 Gb/s", precision = "bf16";
   int64_t gpus = 0, seq = 0, gbs = 0;
+  VideoArgs video;  // DiT sample: its token count is the sequence (train_common.h)
+  bool seq_given = false;
   double budget_gib = 0.0;
   bool budget_given = false;
   int64_t top = 10;
@@ -279,8 +281,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   if (a.gpus <= 0 || a.gpus > kMaxGpus) {
     throw InputError(kCl.with_key("--gpus"), fmt::format("expected a positive GPU count up to {}, found {}", kMaxGpus, a.gpus));
   }
-  if (a.seq <= 0 || a.seq > kMaxSeq) {
-    throw InputError(kCl.with_key("--seq"), fmt::format("expected a positive sequence length up to {}, found {}", kMaxSeq, a.seq));
+  model::ModelSpec model = ctx.catalog().model(a.model, kCl.with_key("--model"));
+  const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
+  if (seq <= 0 || seq > kMaxSeq) {
+    throw InputError(kCl.with_key("--seq"), fmt::format("expected a positive sequence length up to {}, found {}", kMaxSeq, seq));
   }
   if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), fmt::format("expected a positive global batch (sequences), found {}", a.gbs));
   if (a.top < 1) throw InputError(kCl.with_key("--top"), fmt::format("expected at least 1, found {}", a.top));
@@ -290,14 +294,13 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   }
   const hw::HwCatalog& hw = ctx.catalog().hw;
   const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
-  const model::ModelSpec model = ctx.catalog().model(a.model, kCl.with_key("--model"));
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
 
   tr::PlannerOptions o;
   o.gpus = a.gpus;
-  o.seq = a.seq;
+  o.seq = seq;
   o.gbs = a.gbs;
   o.base.precision = tr::parse_precision(a.precision, kCl.with_key("--precision"));
   if (!gpu.peak(o.base.precision)) {
@@ -349,7 +352,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["gpu"] = gpu.name;
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
-    j["seq"] = a.seq;
+    j["seq"] = seq;
     j["gbs"] = a.gbs;
     j["precision"] = hw::dtype_name(o.base.precision);
     j["budget_bytes"] = r.budget.count();
@@ -371,7 +374,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     return;
   }
   ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
-                         model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", a.seq, a.gbs,
+                         model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
                          hw::dtype_name(o.base.precision), gib(r.budget));
   ctx.out << fmt::format("plans: {} enumerated, {} invalid, {} over the budget, {} within it: {} simulated, {} skipped "
                          "(cannot enter the top {} or the Pareto front; docs/planner.md){}\n\n",
@@ -410,7 +413,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--model", a->model, "catalog model name or path to a config.json")->type_name("NAME");
   c->add_option("--gpu", a->gpu, "catalog GPU, e.g. h100-sxm")->type_name("NAME");
   c->add_option("--gpus", a->gpus, "GPU count")->type_name("N");
-  c->add_option("--seq", a->seq, "sequence length (tokens)");
+  c->add_option("--seq", a->seq, "sequence length (tokens; a DiT's is its video token count)");
   c->add_option("--gbs", a->gbs, "global batch size (sequences)");
   c->add_option("--budget-gib", a->budget_gib, "memory budget per GPU in GiB (default: the GPU's memory)")
       ->each([a](const std::string&) { a->budget_given = true; });
@@ -435,7 +438,11 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_flag("--exhaustive", a->exhaustive, "simulate every plan within the budget (no bound pruning)");
   c->add_option("--candidates-csv", a->candidates_csv, "write every candidate with its status and reason")
       ->type_name("FILE");
-  actions.emplace_back(c, [a](Context& ctx) { run_plan_train(ctx, *a); });
+  add_video_options(c, a->video);
+  actions.emplace_back(c, [a, c](Context& ctx) {
+    a->seq_given = c->count("--seq") > 0;
+    run_plan_train(ctx, *a);
+  });
 }
 
 }  // namespace orrery::cli

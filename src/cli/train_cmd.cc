@@ -43,10 +43,7 @@ struct TrainArgs {
   bool activation_offload = false, optimizer_offload = false;
   std::vector<std::string> stragglers;
   std::string trace_out, trace_ranks;
-  // Video diffusion transformers (docs/training.md, "Video diffusion transformers"): the sample whose
-  // token count becomes the sequence length. 0 / empty: the model's own (catalog) sample.
-  int64_t frames = 0, height = 0, width = 0, text_tokens = 0;
-  std::string resolution, vae_compression, patch;
+  VideoArgs video;  // DiT sample (train_common.h)
   bool seq_given = false;
 };
 
@@ -84,92 +81,6 @@ model::ModelSpec resolve_model(Context& ctx, const TrainArgs& a) {
   g.vocab = a.vocab;
   g.seq = a.seq;
   return arch == "gpt" ? model::ModelSpec::gpt(g) : model::ModelSpec::llama(g);
-}
-
-// "AxBxC" -> {A, B, C}: exactly n positive integers separated by 'x'; InputError naming the flag.
-std::vector<int64_t> parse_dims(const std::string& text, size_t n, const char* flag, const char* example) {
-  std::vector<int64_t> dims;
-  std::stringstream ss(to_lower(trim(text)));
-  std::string item;
-  bool ok = true;
-  while (std::getline(ss, item, 'x')) {
-    try {
-      size_t used = 0;
-      const int64_t v = std::stoll(item, &used);
-      ok = ok && used == item.size() && v > 0;
-      dims.push_back(v);
-    } catch (const std::exception&) {
-      ok = false;
-    }
-  }
-  if (!ok || dims.size() != n) {
-    throw InputError(kCl.with_key(flag), fmt::format("expected {} positive integers separated by 'x', e.g. {}; found '{}'",
-                                                     n, example, text));
-  }
-  return dims;
-}
-
-// Applies the video flags to a DiT and returns the sequence length of the run: the DiT's video token
-// count, or --seq for any other model. InputError naming the flag for a geometry that does not divide,
-// for video flags on a model that is not a DiT, and for a --seq that contradicts the video.
-int64_t apply_video(model::ModelSpec& m, const TrainArgs& a) {
-  const bool video_flags = a.frames != 0 || a.height != 0 || a.width != 0 || a.text_tokens != 0 ||
-                           !a.resolution.empty() || !a.vae_compression.empty() || !a.patch.empty();
-  if (!m.is_dit()) {
-    if (video_flags) {
-      const char* flag = a.frames != 0 ? "--frames" : !a.resolution.empty() ? "--resolution" : "--patch";
-      throw InputError(kCl.with_key(flag), fmt::format("video flags need a video diffusion transformer; {} is a {} model",
-                                                       m.name, model::to_string(m.family)),
-                       "e.g. --model wan2.1-t2v-14b");
-    }
-    return a.seq;
-  }
-  model::DitSpec& v = m.dit;
-  if (!a.resolution.empty()) {
-    const std::vector<int64_t> hw = parse_dims(a.resolution, 2, "--resolution", "720x1280 (height x width)");
-    v.height = hw[0];
-    v.width = hw[1];
-  }
-  // Explicit values (negative ones too) reach the geometry check, which names them.
-  if (a.frames != 0) v.frames = a.frames;
-  if (a.height != 0) v.height = a.height;
-  if (a.width != 0) v.width = a.width;
-  if (a.text_tokens != 0) v.text_tokens = a.text_tokens;
-  if (!a.vae_compression.empty()) {
-    const std::vector<int64_t> c = parse_dims(a.vae_compression, 3, "--vae-compression", "4x8x8 (time x height x width)");
-    if (c[1] != c[2]) {
-      throw InputError(kCl.with_key("--vae-compression"),
-                       fmt::format("the height and width compression must be equal, found '{}'", a.vae_compression));
-    }
-    v.vae_t = c[0];
-    v.vae_s = c[1];
-  }
-  if (!a.patch.empty()) {
-    const std::vector<int64_t> p = parse_dims(a.patch, 3, "--patch", "1x2x2 (time x height x width)");
-    v.patch_t = p[0];
-    v.patch_h = p[1];
-    v.patch_w = p[2];
-  }
-  const model::FieldError e = model::video_error(v);
-  if (!e.field.empty()) {
-    const std::string& f = e.field;
-    const char* flag = f == "frames"                  ? "--frames"
-                       : f == "height"                ? (a.height != 0 ? "--height" : "--resolution")
-                       : f == "width"                 ? (a.width != 0 ? "--width" : "--resolution")
-                       : f == "text_tokens"           ? "--text-tokens"
-                       : f == "vae_t" || f == "vae_s" ? "--vae-compression"
-                       : f.rfind("patch", 0) == 0     ? "--patch"
-                                                      : "--model";
-    throw InputError(kCl.with_key(flag), e.message);
-  }
-  const int64_t tokens = v.tokens();
-  if (a.seq_given && a.seq != tokens) {
-    throw InputError(kCl.with_key("--seq"),
-                     fmt::format("a DiT's sequence is its video token count, {} here ({} frames of {}x{}); drop --seq "
-                                 "or set it to {}",
-                                 tokens, v.frames, v.height, v.width, tokens));
-  }
-  return tokens;
 }
 
 tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
@@ -293,7 +204,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (a.gpus <= 0) throw InputError(kCl.with_key("--gpus"), "missing or not positive; e.g. --gpus 8");
   if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), "missing or not positive: the global batch in sequences");
   model::ModelSpec model = resolve_model(ctx, a);
-  const int64_t seq = apply_video(model, a);  // a DiT's sequence: its video token count
+  const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
   const hw::HwCatalog& hw = ctx.catalog().hw;
   const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
@@ -489,14 +400,7 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--straggler", a->stragglers,
                 "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")
       ->type_name("STAGE:FACTOR");
-  c->add_option("--frames", a->frames, "DiT: video frames per sample (default: the model's, e.g. 81)");
-  c->add_option("--resolution", a->resolution, "DiT: video height x width in pixels, e.g. 720x1280")->type_name("HxW");
-  c->add_option("--height", a->height, "DiT: video height in pixels");
-  c->add_option("--width", a->width, "DiT: video width in pixels");
-  c->add_option("--vae-compression", a->vae_compression, "DiT: VAE compression time x height x width, e.g. 4x8x8")
-      ->type_name("TxSxS");
-  c->add_option("--patch", a->patch, "DiT: patch size over latent time x height x width, e.g. 1x2x2")->type_name("TxHxW");
-  c->add_option("--text-tokens", a->text_tokens, "DiT: text tokens per sample (default: the model's, e.g. 512)");
+  add_video_options(c, a->video);
   c->add_option("--trace-out", a->trace_out, "write a Chrome/Perfetto trace of one step")->type_name("FILE");
   c->add_option("--trace-ranks", a->trace_ranks, "ranks to trace, comma-separated (default 0)")->type_name("LIST");
   actions.emplace_back(c, [a, c](Context& ctx) {

@@ -1,14 +1,31 @@
 // Pieces shared by `orrery train` and `orrery plan train`.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "hw/hw_catalog.h"
+#include "model/model_spec.h"
 
 namespace orrery::cli {
 
 // The node a training run or search is placed on: --node (which must hold `gpu`; InputError naming
 // the flag otherwise) or the first catalog node with that GPU; nullptr when none has it.
 const hw::NodeSpec* training_node(const hw::HwCatalog& hw, const hw::GpuSpec& gpu, const std::string& node_name);
+
+// Video diffusion transformers (docs/training.md, "Video diffusion transformers"): the sample whose
+// token count becomes the sequence length. 0 / empty: the model's own (catalog) sample.
+struct VideoArgs {
+  int64_t frames = 0, height = 0, width = 0, text_tokens = 0;
+  std::string resolution, vae_compression, patch;
+};
+// --frames, --resolution, --height, --width, --vae-compression, --patch, --text-tokens.
+void add_video_options(CLI::App* c, VideoArgs& v);
+// Applies the video flags to a DiT and returns the sequence length of the run: the DiT's video token
+// count, or `seq` for any other model. InputError naming the flag for a geometry that does not divide,
+// for video flags on a model that is not a DiT, and for a --seq (seq_given) that contradicts the video.
+int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool seq_given);
 
 }  // namespace orrery::cli

@@ -1,0 +1,116 @@
+// Pieces shared by `orrery train` and `orrery plan train`.
+#include "cli/train_common.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/app.h"
+#include "core/error.h"
+#include "core/strings.h"
+
+namespace orrery::cli {
+
+// "AxBxC" -> {A, B, C}: exactly n positive integers separated by 'x'; InputError naming the flag.
+namespace {
+
+const Where kCl{"<command line>", 0, ""};
+
+std::vector<int64_t> parse_dims(const std::string& text, size_t n, const char* flag, const char* example) {
+  std::vector<int64_t> dims;
+  std::stringstream ss(to_lower(trim(text)));
+  std::string item;
+  bool ok = true;
+  while (std::getline(ss, item, 'x')) {
+    try {
+      size_t used = 0;
+      const int64_t v = std::stoll(item, &used);
+      ok = ok && used == item.size() && v > 0;
+      dims.push_back(v);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || dims.size() != n) {
+    throw InputError(kCl.with_key(flag), fmt::format("expected {} positive integers separated by 'x', e.g. {}; found '{}'",
+                                                     n, example, text));
+  }
+  return dims;
+}
+
+}  // namespace
+
+int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool seq_given) {
+  const bool video_flags = a.frames != 0 || a.height != 0 || a.width != 0 || a.text_tokens != 0 ||
+                           !a.resolution.empty() || !a.vae_compression.empty() || !a.patch.empty();
+  if (!m.is_dit()) {
+    if (video_flags) {
+      const char* flag = a.frames != 0 ? "--frames" : !a.resolution.empty() ? "--resolution" : "--patch";
+      throw InputError(kCl.with_key(flag), fmt::format("video flags need a video diffusion transformer; {} is a {} model",
+                                                       m.name, model::to_string(m.family)),
+                       "e.g. --model wan2.1-t2v-14b");
+    }
+    return seq;
+  }
+  model::DitSpec& v = m.dit;
+  if (!a.resolution.empty()) {
+    const std::vector<int64_t> hw = parse_dims(a.resolution, 2, "--resolution", "720x1280 (height x width)");
+    v.height = hw[0];
+    v.width = hw[1];
+  }
+  // Explicit values (negative ones too) reach the geometry check, which names them.
+  if (a.frames != 0) v.frames = a.frames;
+  if (a.height != 0) v.height = a.height;
+  if (a.width != 0) v.width = a.width;
+  if (a.text_tokens != 0) v.text_tokens = a.text_tokens;
+  if (!a.vae_compression.empty()) {
+    const std::vector<int64_t> c = parse_dims(a.vae_compression, 3, "--vae-compression", "4x8x8 (time x height x width)");
+    if (c[1] != c[2]) {
+      throw InputError(kCl.with_key("--vae-compression"),
+                       fmt::format("the height and width compression must be equal, found '{}'", a.vae_compression));
+    }
+    v.vae_t = c[0];
+    v.vae_s = c[1];
+  }
+  if (!a.patch.empty()) {
+    const std::vector<int64_t> p = parse_dims(a.patch, 3, "--patch", "1x2x2 (time x height x width)");
+    v.patch_t = p[0];
+    v.patch_h = p[1];
+    v.patch_w = p[2];
+  }
+  const model::FieldError e = model::video_error(v);
+  if (!e.field.empty()) {
+    const std::string& f = e.field;
+    const char* flag = f == "frames"                  ? "--frames"
+                       : f == "height"                ? (a.height != 0 ? "--height" : "--resolution")
+                       : f == "width"                 ? (a.width != 0 ? "--width" : "--resolution")
+                       : f == "text_tokens"           ? "--text-tokens"
+                       : f == "vae_t" || f == "vae_s" ? "--vae-compression"
+                       : f.rfind("patch", 0) == 0     ? "--patch"
+                                                      : "--model";
+    throw InputError(kCl.with_key(flag), e.message);
+  }
+  const int64_t tokens = v.tokens();
+  if (seq_given && seq != tokens) {
+    throw InputError(kCl.with_key("--seq"),
+                     fmt::format("a DiT's sequence is its video token count, {} here ({} frames of {}x{}); drop --seq "
+                                 "or set it to {}",
+                                 tokens, v.frames, v.height, v.width, tokens));
+  }
+  return tokens;
+}
+
+void add_video_options(CLI::App* c, VideoArgs& v) {
+  c->add_option("--frames", v.frames, "DiT: video frames per sample (default: the model's, e.g. 81)");
+  c->add_option("--resolution", v.resolution, "DiT: video height x width in pixels, e.g. 720x1280")->type_name("HxW");
+  c->add_option("--height", v.height, "DiT: video height in pixels");
+  c->add_option("--width", v.width, "DiT: video width in pixels");
+  c->add_option("--vae-compression", v.vae_compression, "DiT: VAE compression time x height x width, e.g. 4x8x8")
+      ->type_name("TxSxS");
+  c->add_option("--patch", v.patch, "DiT: patch size over latent time x height x width, e.g. 1x2x2")->type_name("TxHxW");
+  c->add_option("--text-tokens", v.text_tokens, "DiT: text tokens per sample (default: the model's, e.g. 512)");
+}
+
+}  // namespace orrery::cli
