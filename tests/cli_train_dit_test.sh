@@ -25,6 +25,24 @@ assert d["fits"] is True and 0 < d["mfu"] < d["hfu"] < 1
 ' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL json video"; fail=$((fail+1)); fi
 
 expect catalog-show 0 "wan2.1-t2v-14b \(dit\)" -- catalog show model wan2.1-t2v-14b
+# catalog show: the video sample and its token count, FLOPs at that count, no causal row or KV cache.
+expect catalog-show-tokens 0 "video tokens +75600 = 21 x 45 x 80" -- catalog show model wan2.1-t2v-14b
+expect catalog-show-flops-seq 0 "FLOPs at sequence length 75600, the video token count" -- catalog show model wan2.1-t2v-14b
+expect catalog-show-seq-given 0 "FLOPs at sequence length 4096 \(PaLM" -- catalog show model wan2.1-t2v-14b --seq 4096
+if "$bin" --json catalog show model wan2.1-t2v-14b | python3 -c '
+import json, sys
+e = json.load(sys.stdin)["entry"]
+assert e["video"]["tokens"] == 75600 and e["flops"]["seq"] == 75600, e["video"]
+assert e["flops"]["training_per_token_causal"] is None and e["kv_cache_bytes_per_token_bf16"] is None
+# 12 L H Q T of full attention over T = 75,600 (40 layers, 40 heads of 128) is most of it: 1.858e11 + 6N.
+assert e["flops"]["training_per_token"] > e["flops"]["six_n_per_token"] + 12 * 40 * 40 * 128 * 75600
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL catalog show json video"; fail=$((fail+1)); fi
+# Llama-3-8B KV per token: 32 layers x 8 kv heads x 128 x (K, V) x 2 bytes = 131,072.
+if "$bin" --json catalog show model llama3-8b | python3 -c '
+import json, sys
+e = json.load(sys.stdin)["entry"]
+assert e["video"] is None and e["kv_cache_bytes_per_token_bf16"] == 131072 and e["flops"]["training_per_token_causal"] > 0
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL catalog show json llm"; fail=$((fail+1)); fi
 expect catalog-list 0 "wan2.1-t2v-1.3b +dit" -- catalog list models
 
 # Bad input: one line, exit 2, naming the flag.

@@ -192,7 +192,7 @@ void register_catalog_commands(CLI::App& app, std::vector<std::pair<CLI::App*, A
   show->add_option("--seq", args->seq, "sequence length for a model's FLOP and activation figures")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  actions.emplace_back(show, [args](Context& ctx) {
+  actions.emplace_back(show, [args, show](Context& ctx) {
     const io::Catalog& c = ctx.catalog();
     const std::string k = normalize_kind(args->kind, "KIND");
     const Where w{"<command line>", 0, "NAME"};
@@ -206,7 +206,7 @@ void register_catalog_commands(CLI::App& app, std::vector<std::pair<CLI::App*, A
       j = price_json(*p);
     }
     if (k == "models") {
-      show_model(ctx, c, args->name, args->seq);
+      show_model(ctx, c, args->name, args->seq, show->count("--seq") > 0);
       return;
     }
     if (ctx.global.json) {

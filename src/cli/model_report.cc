@@ -90,7 +90,22 @@ Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t se
                 {"training_per_token", full},
                 {"training_per_token_causal", causal},
                 {"forward_per_token", full / 3}};
-  j["kv_cache_bytes_per_token_bf16"] = m.kv_cache_bytes_per_token(2).count();
+  // A DiT attends without a mask and keeps no KV cache (it is not served autoregressively).
+  if (m.is_dit()) j["flops"]["training_per_token_causal"] = nullptr;
+  j["kv_cache_bytes_per_token_bf16"] = m.is_dit() ? Json(nullptr) : Json(m.kv_cache_bytes_per_token(2).count());
+  if (m.is_dit()) {
+    const model::DitSpec& v = m.dit;
+    j["video"] = {{"frames", v.frames},
+                  {"height", v.height},
+                  {"width", v.width},
+                  {"vae_compression", {v.vae_t, v.vae_s, v.vae_s}},
+                  {"patch", {v.patch_t, v.patch_h, v.patch_w}},
+                  {"latent_frames", v.latent_frames()},
+                  {"tokens", v.tokens()},
+                  {"text_tokens", v.text_tokens}};
+  } else {
+    j["video"] = nullptr;
+  }
   return j;
 }
 
@@ -122,8 +137,9 @@ Table model_list_table(const io::Catalog& c) {
   return t;
 }
 
-void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int64_t seq) {
+void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int64_t seq, bool seq_given) {
   const model::ModelSpec m = c.model(name, Where{"<command line>", 0, "NAME"});
+  if (m.is_dit() && !seq_given) seq = m.dit.tokens();
   const auto it = c.models().find(name);
   const std::string origin = it != c.models().end() ? it->second.origin : name;
   const Json j = model_json(m, origin, seq);
@@ -138,8 +154,17 @@ void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int
   cfg.add_row({"layers x hidden", fmt::format("{} x {}", m.layers, m.hidden)});
   cfg.add_row({"heads / kv heads / head dim", fmt::format("{} / {} / {}", m.heads, m.kv_heads, m.head_dim)});
   cfg.add_row({"ffn", std::to_string(m.ffn)});
-  cfg.add_row({"vocab", std::to_string(m.vocab)});
-  cfg.add_row({"attention", std::string(model::to_string(m.attention))});
+  if (m.is_dit()) {
+    const model::DitSpec& v = m.dit;
+    cfg.add_row({"video sample", fmt::format("{} frames {}x{}, VAE {}x{}x{}, patch {}x{}x{}", v.frames, v.height, v.width,
+                                             v.vae_t, v.vae_s, v.vae_s, v.patch_t, v.patch_h, v.patch_w)});
+    cfg.add_row({"video tokens", fmt::format("{} = {} x {} x {}", v.tokens(), v.latent_frames() / v.patch_t,
+                                             v.height / v.vae_s / v.patch_h, v.width / v.vae_s / v.patch_w)});
+    cfg.add_row({"attention", fmt::format("full self-attention; cross-attention to {} text tokens", v.text_tokens)});
+  } else {
+    cfg.add_row({"vocab", std::to_string(m.vocab)});
+    cfg.add_row({"attention", std::string(model::to_string(m.attention))});
+  }
   if (m.is_moe()) {
     cfg.add_row({"experts (top-k, shared)",
                  fmt::format("{} ({}, {}) x ffn {} in {} layers", m.moe.num_experts, m.moe.top_k,
@@ -157,11 +182,14 @@ void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int
   p.add_row({"embedding", format_count(static_cast<double>(m.embedding_params())), "-", "-"});
   ctx.out << p.render() << "\n";
 
-  Table f({"per trained token", "FLOPs"}, fmt::format("FLOPs at sequence length {} (PaLM convention)", seq));
+  Table f({"per trained token", "FLOPs"}, fmt::format("FLOPs at sequence length {}{} (PaLM convention)", seq,
+                                                     m.is_dit() && !seq_given ? ", the video token count" : ""));
   f.add_row({"6N (N = matmul params per token)", fmt::format("{:.4g}", j["flops"]["six_n_per_token"].get<double>())});
   f.add_row({"training, full attention", fmt::format("{:.4g}", j["flops"]["training_per_token"].get<double>())});
-  f.add_row({"training, causal attention", fmt::format("{:.4g}", j["flops"]["training_per_token_causal"].get<double>())});
-  f.add_row({"KV cache per token (bf16)", format_bytes(m.kv_cache_bytes_per_token(2))});
+  if (!m.is_dit()) {
+    f.add_row({"training, causal attention", fmt::format("{:.4g}", j["flops"]["training_per_token_causal"].get<double>())});
+    f.add_row({"KV cache per token (bf16)", format_bytes(m.kv_cache_bytes_per_token(2))});
+  }
   ctx.out << f.render();
   if (!m.provenance.source.empty()) ctx.out << "source: " << m.provenance.source << "\n";
 }

@@ -15,7 +15,9 @@ io::Json model_json(const model::ModelSpec& m, const std::string& origin, int64_
 
 io::Json model_list_json(const io::Catalog& c);
 Table model_list_table(const io::Catalog& c);
-void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int64_t seq);
+// `seq` is the sequence length of the FLOP figures; for a video diffusion transformer without
+// `seq_given` it is the catalog sample's video token count.
+void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int64_t seq, bool seq_given = true);
 
 // Relative error (a - b) / b, or NaN when b is 0 (not published).
 double relative_error(double a, double b);
