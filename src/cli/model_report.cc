@@ -26,6 +26,17 @@ std::string published(double v) { return v > 0 ? format_count(v) : "-"; }
 
 }  // namespace
 
+Json video_json(const model::DitSpec& v) {
+  return Json{{"frames", v.frames},
+              {"height", v.height},
+              {"width", v.width},
+              {"vae_compression", {v.vae_t, v.vae_s, v.vae_s}},
+              {"patch", {v.patch_t, v.patch_h, v.patch_w}},
+              {"latent_frames", v.latent_frames()},
+              {"tokens", v.tokens()},
+              {"text_tokens", v.text_tokens}};
+}
+
 Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t seq) {
   Json j;
   j["name"] = m.name;
@@ -93,19 +104,7 @@ Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t se
   // A DiT attends without a mask and keeps no KV cache (it is not served autoregressively).
   if (m.is_dit()) j["flops"]["training_per_token_causal"] = nullptr;
   j["kv_cache_bytes_per_token_bf16"] = m.is_dit() ? Json(nullptr) : Json(m.kv_cache_bytes_per_token(2).count());
-  if (m.is_dit()) {
-    const model::DitSpec& v = m.dit;
-    j["video"] = {{"frames", v.frames},
-                  {"height", v.height},
-                  {"width", v.width},
-                  {"vae_compression", {v.vae_t, v.vae_s, v.vae_s}},
-                  {"patch", {v.patch_t, v.patch_h, v.patch_w}},
-                  {"latent_frames", v.latent_frames()},
-                  {"tokens", v.tokens()},
-                  {"text_tokens", v.text_tokens}};
-  } else {
-    j["video"] = nullptr;
-  }
+  j["video"] = m.is_dit() ? video_json(m.dit) : Json(nullptr);
   return j;
 }
 

@@ -10,6 +10,10 @@
 
 namespace orrery::cli {
 
+// A video diffusion transformer's sample: {frames, height, width, vae_compression, patch, latent_frames,
+// tokens, text_tokens} (docs/cli.md; `train --json` and `catalog show --json` share it).
+io::Json video_json(const model::DitSpec& v);
+
 // Parameter and FLOP figures of one model at a sequence length (docs/cli.md, "catalog show model").
 io::Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t seq);
 

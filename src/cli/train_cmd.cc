@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/app.h"
+#include "cli/model_report.h"
 #include "cli/output.h"
 #include "cli/train_common.h"
 #include "compute/compute_model.h"
@@ -248,17 +249,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"recompute", tr::recompute_name(plan.recompute)},
                  {"precision", hw::dtype_name(plan.precision)},
                  {"dp_sharding", tr::sharding_name(plan.sharding)}};
-    if (model.is_dit()) {
-      const model::DitSpec& v = model.dit;
-      j["video"] = {{"frames", v.frames},
-                    {"height", v.height},
-                    {"width", v.width},
-                    {"vae_compression", {v.vae_t, v.vae_s, v.vae_s}},
-                    {"patch", {v.patch_t, v.patch_h, v.patch_w}},
-                    {"latent_frames", v.latent_frames()},
-                    {"tokens", v.tokens()},
-                    {"text_tokens", v.text_tokens}};
-    }
+    if (model.is_dit()) j["video"] = video_json(model.dit);
     j["stragglers"] = opt.step.stage_slowdown;  // per stage slowdown factor; empty = none
     j["step_time_s"] = r.step.step_time.to_seconds();
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;

@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
-#include <exception>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "core/assert.h"
+#include "core/parallel.h"
 #include "core/strings.h"
 #include "core/unit_parse.h"
 #include "serve/fluid.h"
@@ -269,38 +266,6 @@ std::unique_ptr<RequestSource> replica_stream(const WorkloadFactory& workload, d
   return src;
 }
 
-// Runs fn(i) for i in [0, n) on `threads` threads (the caller is one), in index order from a shared
-// counter; the caller reports progress. The exception of the lowest index is rethrown after all stop.
-void parallel_for(size_t n, int threads, const std::function<void(size_t)>& fn,
-                  const std::function<void(size_t, size_t)>& progress) {
-  std::atomic<size_t> next{0}, done{0};
-  std::mutex mu;
-  size_t error_index = std::numeric_limits<size_t>::max();
-  std::exception_ptr error;
-  auto work = [&](bool caller) {
-    for (size_t i = next++; i < n; i = next++) {
-      try {
-        fn(i);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(mu);
-        if (i < error_index) {
-          error_index = i;
-          error = std::current_exception();
-        }
-      }
-      const size_t d = ++done;
-      if (caller && progress) progress(d, n);
-    }
-  };
-  const size_t helpers = std::min<size_t>(static_cast<size_t>(std::max(1, threads)), std::max<size_t>(1, n)) - 1;
-  std::vector<std::thread> pool;
-  for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work, false);
-  work(true);
-  for (std::thread& t : pool) t.join();
-  if (progress) progress(n, n);
-  if (error) std::rethrow_exception(error);
-}
-
 }  // namespace
 
 CapacityProbe::CapacityProbe(const model::ModelSpec& model, const CapacityConfig& config, const WorkloadFactory& workload,
@@ -453,13 +418,16 @@ std::vector<CapacityResult> plan_capacity(const model::ModelSpec& model, const s
     throw InputError(Where{}.with_key("rate"), "need 0 < floor <= start <= ceiling");
   }
   std::vector<CapacityResult> results(configs.size());
+  const size_t n = configs.size();
   parallel_for(
-      configs.size(), options.threads,
+      n, 1, options.threads,
       [&](size_t i) {
         results[i] = evaluate_capacity(model, configs[i], workload, options);
         results[i].index = i;
       },
-      options.progress);
+      [&](size_t done) {
+        if (options.progress) options.progress(done, n);
+      });
   rank_capacity(results);
   return results;
 }

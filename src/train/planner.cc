@@ -1,15 +1,14 @@
 #include "train/planner.h"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "core/parallel.h"
 
 namespace orrery::train {
 
@@ -49,46 +48,6 @@ std::vector<int64_t> powers_of_two_dividing(int64_t n, int64_t max) {
     if (k > n / 2) break;  // the next power would exceed n (and could overflow)
   }
   return r;
-}
-
-// Runs fn(i) for every i in [0, n) on `threads` threads (the caller is one of them), taking chunks of
-// `grain` indices in order from a shared counter. The caller reports progress. An exception thrown by
-// fn is rethrown here (the one of the lowest index), after every thread has stopped.
-void parallel_for(size_t n, size_t grain, int threads, const std::function<void(size_t)>& fn,
-                  const std::function<void(size_t)>& on_progress) {
-  std::atomic<size_t> next{0};
-  std::atomic<size_t> done{0};
-  std::mutex error_mutex;
-  size_t error_index = std::numeric_limits<size_t>::max();
-  std::exception_ptr error;
-  auto work = [&](bool caller) {
-    for (;;) {
-      const size_t begin = next.fetch_add(grain);
-      if (begin >= n) break;
-      const size_t end = std::min(n, begin + grain);
-      for (size_t i = begin; i < end; ++i) {
-        try {
-          fn(i);
-        } catch (...) {
-          const std::lock_guard<std::mutex> lock(error_mutex);
-          if (i < error_index) {
-            error_index = i;
-            error = std::current_exception();
-          }
-        }
-      }
-      const size_t now = done.fetch_add(end - begin) + (end - begin);
-      if (caller && on_progress) on_progress(now);
-    }
-  };
-  const size_t helpers = std::min(static_cast<size_t>(std::max(1, threads)), std::max<size_t>(1, (n + grain - 1) / grain)) - 1;
-  std::vector<std::thread> pool;
-  pool.reserve(helpers);
-  for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work, false);
-  work(true);
-  for (std::thread& t : pool) t.join();
-  if (on_progress) on_progress(n);
-  if (error) std::rethrow_exception(error);
 }
 
 // The Pareto staircase of (memory, throughput) points seen so far: the best throughput at or below a
