@@ -3,6 +3,8 @@
 // a plan that fits and one that does not, against hand derivations.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "io/catalog_loader.h"
 #include "train/layer_costs.h"
 #include "train/train.h"
@@ -75,6 +77,40 @@ TEST(DitTraining, Wan14bFitsWithFullRecomputeAndNotWithout) {
   EXPECT_DOUBLE_EQ(none.tokens_per_s_per_gpu * none.step.step_time.to_seconds() * 64.0, 64.0 * 75'600.0);
   EXPECT_GT(full.step.step_time, none.step.step_time);
   EXPECT_LT(full.mfu, full.hfu);
+}
+
+TEST(HardwareFlops, DoNotDependOnHowTheSequenceIsSplitUnderRingAttention) {
+  // Llama-3-8B, 32,768 tokens per sample, full recompute, 8 GPUs as dp x cp. The step's hardware FLOPs
+  // (model FLOPs plus the recomputed forward) are a property of the model, the batch and the recompute
+  // mode; split evenly over the 8 GPUs they are the same per GPU for cp = 1, 2, 4, so hfu x step time
+  // (= hardware FLOPs per GPU / peak) and mfu x step time must agree to rounding. Under load-balanced
+  // ring attention a rank computes 1/cp of the whole sequence's causal pairs, not the pairs of its
+  // 8,192-token chunk alone (cp times fewer), which the recompute count once took.
+  io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  const model::ModelSpec m = catalog.model("llama3-8b", {});
+  const hw::GpuSpec& gpu = catalog.hw.get_gpu("h100-sxm", {});
+  const ClusterSpec cluster = ClusterSpec::from_catalog(gpu, catalog.hw.find_node("dgx-h100"));
+  const compute::ComputeModel cm{gpu};
+  std::vector<double> hfu_t, mfu_t;
+  for (int64_t cp : {1, 2, 4}) {
+    Plan p;
+    p.cp = cp;
+    p.dp = 8 / cp;
+    p.seq = 32768;
+    p.mbs = 1;
+    p.gbs = 8;
+    p.sharding = Sharding::kZero3;
+    p.recompute = Recompute::kFull;
+    const TrainResult r = evaluate(m, p, cluster, cm);
+    const double t = r.step.step_time.to_seconds();
+    hfu_t.push_back(r.hfu * t);
+    mfu_t.push_back(r.mfu * t);
+  }
+  for (size_t i = 1; i < hfu_t.size(); ++i) {
+    EXPECT_NEAR(hfu_t[i] / hfu_t[0], 1.0, 1e-9) << "cp index " << i;
+    EXPECT_NEAR(mfu_t[i] / mfu_t[0], 1.0, 1e-9) << "cp index " << i;
+  }
+  EXPECT_GT(hfu_t[0], mfu_t[0]);  // full recompute adds a forward
 }
 
 }  // namespace

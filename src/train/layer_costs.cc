@@ -42,6 +42,7 @@ struct Ctx {
   const compute::ComputeModel& cm;
   const CommModel& comm;
   model::Shape shape;  // local: mbs x seq/cp
+  int64_t window = 0;  // the layer's sliding window (0: none)
 };
 
 // Adds the cost of one op to `c`.
@@ -120,7 +121,11 @@ void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
     c.recompute_selective += f;
     // Matmul FLOPs as the inventory counts them (its attention convention), on this rank. Unmasked
     // self-attention under CP attends all `kv` keys, not only the local chunk of the inventory's shape.
-    const double kv_scale = causal ? 1.0 : d(kv) / d(op.gemm.n);
+    // Causal self-attention under load-balanced ring CP: each rank computes 1/cp of the full sequence's
+    // causal pairs, cp times the pairs of its local chunk alone (the inventory's shape).
+    const double local_pairs = model::attended_pairs(s, 0, x.window, model::AttentionFlops::kCausal);
+    const double ring_pairs = model::attended_pairs(full, 0, x.window, model::AttentionFlops::kCausal) / d(x.p.cp);
+    const double kv_scale = causal ? (local_pairs > 0.0 ? ring_pairs / local_pairs : 1.0) : d(kv) / d(op.gemm.n);
     const Flops fl = op.fwd_flops * kv_scale / d(tp);
     c.fwd_flops += fl;
     c.attn_core_fwd_flops += fl;
@@ -141,7 +146,8 @@ void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
   c.recompute_full += f;
 }
 
-LayerCost cost_of(const Ctx& x, const std::vector<model::Op>& ops) {
+LayerCost cost_of(Ctx x, const std::vector<model::Op>& ops, int64_t window = 0) {
+  x.window = window;
   LayerCost c;
   for (const model::Op& op : ops) add_op(x, op, c);
   c.act_selective += c.act_none;
@@ -176,7 +182,8 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   const Bytes kv_step = Bytes::from_double(d(shape.tokens()) * d(m.k_width() + m.v_width()) * dtb / tp);
 
   for (const model::LayerGroup& g : inv.groups) {
-    LayerCost c = cost_of(x, g.ops);
+    const int64_t first = g.layer_indices.front();
+    LayerCost c = cost_of(x, g.ops, m.is_sliding_layer(first) ? m.sliding_window : 0);
     const model::LayerParams lp = m.layer_params(g.layer_indices.front());
     // Parameters on one rank: TP splits the matrices (norms replicated), EP splits the routed experts.
     c.expert_params = lp.routed_experts / (p.tp * p.ep);
