@@ -170,7 +170,12 @@ RunMetrics metrics_of(const SimResult& r, const RunRecorder& rec) {
     }
     m.latency_slope = sxx > 0.0 ? sxy / sxx : 0.0;
   }
-  m.stable = m.unfinished == 0 && m.latency_slope <= kMaxLatencySlope;
+  // A run whose measured requests wait, on average, longer than the warm-up window itself cannot show a
+  // queue that drains, whatever its slope: a backlog that stays flat (a critically loaded queue, or a
+  // scheduler that stalls until the stream ends) would otherwise pass.
+  const double window = rec.last_arrival - t0;
+  m.stable = m.unfinished == 0 && m.latency_slope <= kMaxLatencySlope &&
+             (m.measured == 0 || m.ttft.mean() <= kWarmupFraction * window);
   return m;
 }
 

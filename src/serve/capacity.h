@@ -16,7 +16,10 @@
 //             makes the wait grow at about d / (1 - d) seconds per second, so this rejects overloads
 //             of about 0.5% and more. TTFT rather than end-to-end latency: the latter also varies with
 //             each request's output length, noise that a short run with long-tailed lengths would
-//             read as a trend. Requests left unfinished also make a run unstable.
+//             read as a trend. Requests left unfinished also make a run unstable, and so does a mean
+//             TTFT of the measured requests above the warm-up window (kWarmupFraction of the arrival
+//             span): a backlog that stays flat, which the slope test alone passes (a critically loaded
+//             queue, or a scheduler stalled until the stream ends).
 //   Search    find_max_rate(): from a start rate, double (or halve) until the probe's verdict changes,
 //             then bisect until the bracket [ok, fail] is within a relative tolerance. It assumes the
 //             verdict is monotone in the rate (true of latency quantiles of work-conserving schedulers

@@ -119,6 +119,36 @@ struct EvenCase {
   }
 };
 
+TEST(MeasureRun, AFlatBacklogIsNotStable) {
+  // One sequence per iteration (max_seqs 1) of 10 ms (linear model, d1 = 0): the server completes exactly
+  // 100 requests/s. 300 requests at t = 0, then one every 10 ms for 4 s: the backlog of ~300 never
+  // drains (critical load), so every later request waits ~3 s and TTFT against arrival is flat (slope
+  // ~0). The arrival window is 4 s, its warm-up quarter 1 s: a mean TTFT of ~3 s exceeds it. The same
+  // stream without the burst (one every 10 ms) waits nothing and is stable.
+  testing::SimCase c(100000, Time::ms(10));
+  c.config.max_seqs = 1;
+  auto run = [&](int64_t burst) {
+    std::vector<Request> rs;
+    for (int64_t k = 0; k < burst; ++k) rs.push_back(request(k, 0.0, 16, 1));
+    for (int64_t k = 0; k < 400; ++k) rs.push_back(request(burst + k, 0.01 * static_cast<double>(k + 1), 16, 1));
+    ListSource src(std::move(rs));
+    const std::unique_ptr<Scheduler> s = make_scheduler("vllm", c.config);
+    const std::unique_ptr<ExecModel> exec = make_exec_model("linear", c.ctx);
+    return measure_run(src, c.spec, plan_memory(c.spec), *s, *exec);
+  };
+  const RunMetrics flat = run(300);
+  // Request k of the stream arrives at 0.01 (k + 1) with 300 + k requests ahead of it, served one per
+  // 10 ms from t = 0: it finishes at 0.01 (301 + k), TTFT exactly 3 s for every one: slope 0, which the
+  // slope test alone passes.
+  EXPECT_NEAR(flat.latency_slope, 0.0, 1e-9);
+  EXPECT_NEAR(flat.ttft.mean(), 3.0, 1e-6);
+  EXPECT_FALSE(flat.stable);
+  // Without the burst request k runs alone from its arrival: TTFT 10 ms.
+  const RunMetrics even = run(0);
+  EXPECT_NEAR(even.ttft.mean(), 0.01, 1e-6);
+  EXPECT_TRUE(even.stable);
+}
+
 TEST(Capacity, FindsTheRateAtWhichTheSloStartsToFail) {
   EvenCase c;
   const CapacityResult r = evaluate_capacity(c.model, c.config(1, 2.0), c.workload, c.options);
