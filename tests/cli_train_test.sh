@@ -65,6 +65,24 @@ expect bad-nic 2 "--nic-bandwidth" -- train --model llama3-8b --gpu h800 --gpus 
 expect bad-grad-bytes 2 "expected 2 or 4" -- "${gpt[@]}" --grad-bytes 3
 expect bad-hf-config 2 "" -- train --hf-config "$tmp/missing.json" --gpu h100-sxm --gpus 1 --gbs 1
 
+# --power-limit: a cap below the TDP slows a compute-bound step (tensor rate x (500/700)^0.575 =
+# 0.824, docs/compute.md); the step grows, but by less than 1/0.824 since memory-bound work is not
+# slowed. Bad caps are one-line errors naming the flag.
+llama=(train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --seq 8192 --mbs 2 --dp-sharding fsdp --recompute selective-op)
+if python3 - "$("$bin" --json "${llama[@]}")" "$("$bin" --json "${llama[@]}" --power-limit "500 W")" <<'PY' 2>/dev/null
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert a["power_limit_w"] == 700.0 and b["power_limit_w"] == 500.0
+r = b["step_time_s"] / a["step_time_s"]
+assert 1.05 < r < 1.0 / 0.824 + 1e-9, r
+assert a["plan"]["recompute"] == "selective-op"
+PY
+then pass=$((pass+1)); else echo "FAIL power limit slows the step"; fail=$((fail+1)); fi
+expect power-above-tdp 2 "--power-limit.*800 W is above the 700 W TDP of 'h100-sxm'" -- "${llama[@]}" --power-limit "800 W"
+expect power-no-unit 2 "--power-limit" -- "${llama[@]}" --power-limit 500
+one_line_error power-one-line "${llama[@]}" --power-limit "-5 W"
+expect plan-power-above-tdp 2 "--power-limit.*above the 700 W TDP" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --power-limit "900 W"
+
 # A GPU without NVLink (L40S): pipeline stages in one machine talk over PCIe (this aborted before).
 expect pcie-only-pipeline 0 "step time" -- train --model llama3-8b --gpu l40s --gpus 8 --tp 1 --pp 2 --dp 4 --seq 2048 --mbs 1 --gbs 32
 expect node-gpu-mismatch 2 "node 'dgx-a100' holds a100-sxm-80gb GPUs, not h100-sxm" -- train --model llama3-8b --gpu h100-sxm --node dgx-a100 --gpus 8 --gbs 8

@@ -38,6 +38,7 @@ Json gpu_json(const hw::GpuSpec& g) {
                {"lanes", g.pcie.lanes},
                {"bandwidth_per_direction_bytes_per_s", g.pcie.bandwidth_per_direction.bytes_per_second()}};
   j["tdp_w"] = g.tdp.watts();
+  j["power_limit_w"] = g.power_limit ? Json(g.power_limit->watts()) : Json(nullptr);
   j["form_factor"] = g.form_factor;
   j["source"] = g.source;
   j["origin"] = g.origin;
@@ -87,7 +88,9 @@ Table gpu_table(const io::Catalog& c) {
     t.add_row({name, format_bytes(g.memory), format_bandwidth(g.memory_bandwidth), opt_rate(g.peak(hw::DType::kBf16)),
                opt_rate(g.peak(hw::DType::kFp8)),
                g.scaleup ? format_bandwidth(g.scaleup->bandwidth_per_direction) : "-",
-               fmt::format("{:.0f} W", g.tdp.watts()), p ? fmt::format("{:.2f}", p->usd_per_gpu_hour) : "-"});
+               g.power_limit ? fmt::format("{:.0f} W (cap {:.0f})", g.tdp.watts(), g.power_limit->watts())
+                               : fmt::format("{:.0f} W", g.tdp.watts()),
+               p ? fmt::format("{:.2f}", p->usd_per_gpu_hour) : "-"});
   }
   return t;
 }

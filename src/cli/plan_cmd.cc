@@ -42,6 +42,7 @@ const Where kCl{"<command line>", 0, ""};
 
 struct PlanTrainArgs {
   std::string model, gpu, node, nic_bandwidth = "400 Gb/s", precision = "bf16";
+  std::string power_limit;  // --power-limit; empty: the catalog's
   int64_t gpus = 0, seq = 0, gbs = 0;
   VideoArgs video;  // DiT sample: its token count is the sequence (train_common.h)
   bool seq_given = false;
@@ -293,7 +294,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
   }
   const hw::HwCatalog& hw = ctx.catalog().hw;
-  const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
+  const hw::GpuSpec gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.power_limit);
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
@@ -350,6 +351,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     Json j = envelope("plan train");
     j["model"] = model.name;
     j["gpu"] = gpu.name;
+    j["power_limit_w"] = gpu.power().watts();
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["seq"] = seq;
@@ -420,6 +422,8 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--top", a->top, "plans to list")->capture_default_str();
   c->add_option("--threads", a->threads, "threads (0 = all cores); results do not depend on it")->capture_default_str();
   c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
+  c->add_option("--power-limit", a->power_limit,
+                "GPU power cap, e.g. '500 W' (lowers tensor-core throughput; default: the catalog's limit or TDP)");
   c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
   c->add_option("--precision", a->precision, "bf16 | fp16 | fp8 (fixed for every plan)")->capture_default_str();
   c->add_option("--max-tp", a->max_tp, "largest TP degree (0 = GPUs per node)")->capture_default_str();
@@ -430,7 +434,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--max-mbs", a->max_mbs, "largest micro-batch (0 = gbs / dp)")->capture_default_str();
   c->add_option("--schedules", a->schedules, "pipeline schedules to try (comma-separated)")->capture_default_str();
   c->add_option("--shardings", a->shardings, "DP shardings to try: none, zero1, zero2, zero3, hsdp")->capture_default_str();
-  c->add_option("--recomputes", a->recomputes, "recompute modes to try")->capture_default_str();
+  c->add_option("--recomputes", a->recomputes, "recompute modes to try (none, selective, selective-op, full)")->capture_default_str();
   c->add_option("--sp", a->sp, "sequence parallelism with TP: both | yes | no")->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();

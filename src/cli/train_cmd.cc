@@ -34,6 +34,7 @@ struct TrainArgs {
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   int64_t seq = 2048;
   std::string gpu, node, nic_bandwidth = "400 Gb/s";
+  std::string power_limit;  // --power-limit; empty: the catalog's
   int64_t gpus = 0;
   int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, vp = 1, mbs = 1, gbs = 0;
   int64_t first_stage_layers = 0, last_stage_layers = 0;
@@ -207,7 +208,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   model::ModelSpec model = resolve_model(ctx, a);
   const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
   const hw::HwCatalog& hw = ctx.catalog().hw;
-  const hw::GpuSpec& gpu = hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
+  const hw::GpuSpec gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.power_limit);
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
@@ -230,6 +231,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     Json j = envelope("train");
     j["model"] = model.name;
     j["gpu"] = gpu.name;
+    j["power_limit_w"] = gpu.power().watts();
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["plan"] = {{"dp", plan.dp},
@@ -352,6 +354,8 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--gpu", a->gpu, "catalog GPU, e.g. h100-sxm")->type_name("NAME");
   c->add_option("--gpus", a->gpus, "GPU count");
   c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
+  c->add_option("--power-limit", a->power_limit,
+                "GPU power cap, e.g. '500 W' (lowers tensor-core throughput; default: the catalog's limit or TDP)");
   c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
   c->add_option("--tp", a->tp, "tensor-parallel degree")->capture_default_str();
   c->add_option("--pp", a->pp, "pipeline-parallel degree")->capture_default_str();
@@ -368,7 +372,7 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--mbs", a->mbs, "micro-batch size (sequences)")->capture_default_str();
   c->add_option("--gbs", a->gbs, "global batch size (sequences)");
   c->add_option("--sp", a->sp, "sequence parallelism: yes | no")->capture_default_str();
-  c->add_option("--recompute", a->recompute, "activation recompute: none | selective | full")->capture_default_str();
+  c->add_option("--recompute", a->recompute, "activation recompute: none | selective (attention core) | selective-op (torchtitan op-level SAC) | full")->capture_default_str();
   c->add_option("--recompute-layers", a->recompute_layers, "full recompute on this many layers per pipeline rank (-1 all)");
   c->add_option("--precision", a->precision, "bf16 | fp16 | fp8")->capture_default_str();
   c->add_option("--dp-sharding", a->dp_sharding, "none | distopt (zero1) | zero2 | fsdp (zero3) | hsdp")->capture_default_str();

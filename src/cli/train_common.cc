@@ -10,6 +10,7 @@
 #include "cli/app.h"
 #include "core/error.h"
 #include "core/strings.h"
+#include "core/unit_parse.h"
 
 namespace orrery::cli {
 
@@ -111,6 +112,20 @@ void add_video_options(CLI::App* c, VideoArgs& v) {
       ->type_name("TxSxS");
   c->add_option("--patch", v.patch, "DiT: patch size over latent time x height x width, e.g. 1x2x2")->type_name("TxHxW");
   c->add_option("--text-tokens", v.text_tokens, "DiT: text tokens per sample (default: the model's, e.g. 512)");
+}
+
+hw::GpuSpec with_power_limit(const hw::GpuSpec& gpu, const std::string& power_limit) {
+  hw::GpuSpec g = gpu;
+  if (power_limit.empty()) return g;
+  const Where w = kCl.with_key("--power-limit");
+  const Power p = parse_power(power_limit, w);
+  if (!(p.watts() > 0.0)) throw InputError(w, fmt::format("expected a positive power, found '{}'", power_limit));
+  if (p.watts() > g.tdp.watts()) {
+    throw InputError(w, fmt::format("{:.0f} W is above the {:.0f} W TDP of '{}'", p.watts(), g.tdp.watts(), g.name),
+                     "a power limit can only lower the board power");
+  }
+  g.power_limit = p;
+  return g;
 }
 
 }  // namespace orrery::cli

@@ -28,4 +28,8 @@ void add_video_options(CLI::App* c, VideoArgs& v);
 // for video flags on a model that is not a DiT, and for a --seq (seq_given) that contradicts the video.
 int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool seq_given);
 
+// The GPU as run: a copy of `gpu` with --power-limit applied ("500 W"; empty: the catalog's limit).
+// InputError naming the flag for a malformed power, a non-positive one, or one above the GPU's TDP.
+hw::GpuSpec with_power_limit(const hw::GpuSpec& gpu, const std::string& power_limit);
+
 }  // namespace orrery::cli

@@ -23,10 +23,21 @@
 //   Published context: FlashAttention-2 reaches 50-73% of A100 peak in its forward pass (Dao 2023,
 //     arXiv:2307.08691), hence attention_efficiency 0.73 at long sequences; short sequences are
 //     slower (its benchmarks roughly halve from 16k to 512 tokens), modelled by L/(L + 512).
-//     FlashAttention-3 reaches 75% of H100 bf16 peak and FlashAttention-2 35% (Shah et al. 2024,
-//     arXiv:2407.08608); Hopper takes 0.60 (a mixed FA2/FA3 stack). cuBLAS large bf16 GEMMs reach
-//     roughly 70-80% of H100 dense peak (NVIDIA, "New cuBLAS 12.0 Features and Matrix Multiplication
-//     Performance on NVIDIA Hopper GPUs", 2023): Hopper takes 0.75.
+//     Hopper attention 0.60: with L/(L+512) it gives 527 TFLOP/s at 4k keys and 297 at 512, the
+//     cuDNN fused attention that Transformer Engine runs on H100 (causal forward, head dim 128: 518
+//     and 315 TFLOP/s; backward 499 and 305; Shah et al. 2024, arXiv:2407.08608, Figs. 5-6), between
+//     FlashAttention-2 (319-335 at 4k-16k) and FlashAttention-3 (579-616).
+//   Hopper GEMM 0.67, transferred from the A100 rather than assumed: best-shape bf16 matmuls measured
+//     by mamf-finder (S. Bekman, ml-engineering, compute/accelerator; the table is reproduced in
+//     mag-/gpu_benchmark README) reach 267.9 TFLOP/s on A100 SXM (0.859 of 312) and 792.1 on H100
+//     SXM (0.801 of 989.4); model-shaped GEMMs run at 0.72 of peak on the A100 (above), i.e. 0.84 of
+//     the best shape, and the same share of the H100's best shape is 0.72 x 0.801 / 0.859 = 0.671.
+//   Power limit: a GPU capped below its TDP (GpuSpec::power_limit) runs its tensor cores at
+//     (limit / tdp)^0.575 of the rate its constants assume. The exponent comes from two published
+//     measurements of the same GH100 die: mamf-finder's H100 PCIe, 499.5 TFLOP/s on 114 SMs at 350 W,
+//     is 0.730 of the H100 SXM's 792.1 on 132 SMs at 700 W per SM, at 0.579 of its power per SM:
+//     ln 0.730 / ln 0.579 = 0.575. A 500 W cap on a 700 W H100 gives 0.824. Memory-bound kernels are
+//     not scaled (HBM runs on its own clock).
 //   L2 operand feed: a CTA streams (tm + tn) * k operand elements through L2; the GA100 whitepaper's
 //     5,120 B/clk of L2 read bandwidth over 108 SMs x 2,048 FLOP/clk is 0.0231 B per dense FLOP,
 //     assumed for every architecture; it makes small tiles (64x64) lose to large ones on big GEMMs.
@@ -67,6 +78,8 @@ constexpr std::array kSmSpecs = {
 // GA100 whitepaper: L2 read bandwidth 5,120 B/clk, against 108 SMs x 2,048 dense fp16 FLOP/clk each
 // (312 TFLOP/s at 1.41 GHz). Assumed the same balance on every architecture (not published elsewhere).
 constexpr double kL2BytesPerFlop = 5120.0 / (108.0 * 2048.0);
+// Tensor-core throughput vs power per SM (file header): ln(499.5/114 / (792.1/132)) / ln(350/114 / (700/132)).
+constexpr double kPowerLimitExponent = 0.575;
 
 std::vector<GemmTile> cutlass_tiles() {
   return {{256, 128}, {128, 256}, {128, 128}, {128, 64}, {64, 128}, {64, 64}};
@@ -130,10 +143,11 @@ constexpr std::array kArchConstants = {
                   "(Dao 2023) for attention; SMs from NVIDIA whitepapers (docs/compute.md)"},
     ArchConstants{"ada-lovelace", 0.72, 0.78, 0.90, 0.73, 3,
                   "the Ampere constants (vidur A100 fit), not validated on Ada (docs/compute.md)"},
-    ArchConstants{"hopper", 0.75, 0.78, 0.90, 0.60, 3,
-                  "cuBLAS 12 Hopper GEMM figures (NVIDIA 2023), FlashAttention-3 (Shah et al. 2024); bandwidth "
-                  "fractions as measured on Ampere (not validated on this architecture; docs/compute.md)"},
-    ArchConstants{"blackwell", 0.75, 0.78, 0.90, 0.60, 3,
+    ArchConstants{"hopper", 0.67, 0.78, 0.90, 0.60, 3,
+                  "GEMM: the A100 model-shaped fraction (vidur) scaled by measured best-shape matmul rates, H100 "
+                  "SXM 792.1 vs A100 SXM 267.9 TFLOP/s (mamf-finder); attention: cuDNN in Shah et al. 2024; "
+                  "bandwidth fractions as measured on Ampere (not validated on this architecture; docs/compute.md)"},
+    ArchConstants{"blackwell", 0.67, 0.78, 0.90, 0.60, 3,
                   "the Hopper constants, not validated on Blackwell (docs/compute.md)"},
     ArchConstants{"cdna3", 0.55, 0.70, 0.80, 0.40, 4,
                   "rough CDNA3 figures (not validated): hipBLASLt bf16 GEMMs reach about half of MI300X's dense "
@@ -155,6 +169,9 @@ Calibration default_calibration(const hw::GpuSpec& gpu) {
     c.attention_efficiency = a.attention;
     c.launch_overhead = Time::us(a.launch_us);
     c.source = std::string(a.source);
+  }
+  if (gpu.power_limit && gpu.tdp.watts() > 0.0 && gpu.power_limit->watts() < gpu.tdp.watts()) {
+    c.tensor_clock_factor = std::pow(gpu.power_limit->watts() / gpu.tdp.watts(), kPowerLimitExponent);
   }
   for (const SmSpec& s : kSmSpecs) {
     if (s.gpu == gpu.name) {
@@ -178,7 +195,7 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Calibration calibration)
 }
 
 Time ComputeModel::gemm(const GemmShape& s, hw::DType dtype) const {
-  const double peak = peak_or_throw(*gpu_, dtype).per_second();
+  const double peak = peak_or_throw(*gpu_, dtype).per_second() * calibration_.tensor_clock_factor;
   ORRERY_ASSERT(s.m >= 0.0 && s.n >= 1 && s.k >= 1 && s.count >= 1);
   if (s.m <= 0.0) return calibration_.launch_overhead;
   const Calibration& c = calibration_;
@@ -219,7 +236,7 @@ Time ComputeModel::gemm(const GemmShape& s, hw::DType dtype) const {
 
 Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const AttentionHeads& h, hw::DType dtype,
                              Pass pass) const {
-  const double peak = peak_or_throw(*gpu_, dtype).per_second();
+  const double peak = peak_or_throw(*gpu_, dtype).per_second() * calibration_.tensor_clock_factor;
   const Calibration& c = calibration_;
   const double eb = hw::dtype_bytes(dtype);
   const double width = d(h.head_dim_qk + h.head_dim_v);
@@ -274,7 +291,7 @@ Time ComputeModel::scalar_memory_bound(Bytes bytes, int64_t access_bytes) const 
 
 Time ComputeModel::op(const model::Op& op, const model::Shape& shape, const model::ModelSpec& spec, hw::DType dtype,
                       Pass pass) const {
-  const double peak = peak_or_throw(*gpu_, dtype).per_second();
+  const double peak = peak_or_throw(*gpu_, dtype).per_second() * calibration_.tensor_clock_factor;
   const Calibration& c = calibration_;
   switch (op.kind) {
     case model::OpKind::kGemm:
@@ -309,10 +326,8 @@ Time ComputeModel::op(const model::Op& op, const model::Shape& shape, const mode
       break;
   }
   // Elementwise backward reads the output gradient and the saved input and writes the input gradient:
-  // about twice the forward's traffic.
-  Bytes b = op.fwd_bytes_read + op.fwd_bytes_written;
-  if (pass == Pass::kBackward) b = b * 2;
-  return memory_bound(b);
+  // about twice the forward's traffic, unless the op states its own (Op::backward_bytes).
+  return memory_bound(pass == Pass::kBackward ? op.backward_bytes() : op.fwd_bytes_read + op.fwd_bytes_written);
 }
 
 LayerOpTimes ComputeModel::linear_layer_ops(const model::ModelSpec& spec, int64_t tokens, int tp,

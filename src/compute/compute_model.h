@@ -80,6 +80,7 @@ struct Calibration {
   double gemm_efficiency = 0.8;   // achievable fraction of dense peak for a large, well-shaped GEMM
   double attention_efficiency = 0.6;  // fraction of peak for FlashAttention forward at long sequence
   double memory_efficiency = 0.85;    // achievable fraction of datasheet HBM bandwidth (streaming kernels)
+  double tensor_clock_factor = 1.0;   // compute-bound rates under a power limit below TDP (1: none)
   Time launch_overhead = Time::us(4);  // per kernel
   std::string source;             // where the constants come from
 

@@ -52,12 +52,14 @@ struct GpuSpec {
   std::array<std::optional<FlopRate>, kAllDTypes.size()> peak_flops;  // indexed by DType
   std::optional<ScaleupLink> scaleup;
   PcieLink pcie;
-  Power tdp;
+  Power tdp;                         // the product's board power (the power its figures assume)
+  std::optional<Power> power_limit;  // a lower configured cap (e.g. 500 W on a 700 W part); unset: tdp
   std::string form_factor;
   std::string source;
   std::string origin;
 
   std::optional<FlopRate> peak(DType d) const { return peak_flops[static_cast<size_t>(d)]; }
+  Power power() const { return power_limit ? *power_limit : tdp; }
 };
 
 enum class IntraNode { kNvswitch, kPcie, kXgmiMesh, kNvlinkPairs };

@@ -87,6 +87,13 @@ hw::GpuSpec read_gpu(const YAML::Node& n, const Where& w, const std::string& fil
   if (auto s = f.opt_node("scaleup")) g.scaleup = read_scaleup(*s, f.where_of_key("scaleup"));
   g.pcie = read_pcie(f.req_node("pcie"), f.where_of_key("pcie"));
   g.tdp = f.req_power("tdp");
+  g.power_limit = f.opt_power("power_limit");
+  if (g.power_limit && g.power_limit->watts() > g.tdp.watts()) {
+    throw InputError(f.where_of_key("power_limit"),
+                     fmt::format("a power limit of {:.0f} W is above the tdp of {:.0f} W", g.power_limit->watts(),
+                                 g.tdp.watts()),
+                     "a cap may only lower the board power");
+  }
   g.form_factor = f.opt_string("form_factor").value_or("");
   g.source = req_source(f);
   g.origin = file;

@@ -69,6 +69,13 @@ TEST(CatalogYaml, MissingRequiredKeyIsNamed) {
   EXPECT_NE(e.find("gpus[0].tdp: missing required key 'tdp'"), std::string::npos) << e;
 }
 
+TEST(CatalogYaml, APowerLimitAboveTheTdpIsRejected) {
+  const std::string e = error_of(replace(kGpuYaml, "    tdp: 700 W\n", "    tdp: 700 W\n    power_limit: 750 W\n"));
+  EXPECT_NE(e.find("gpus[0].power_limit: a power limit of 750 W is above the tdp of 700 W"), std::string::npos) << e;
+  const std::string z = error_of(replace(kGpuYaml, "    tdp: 700 W\n", "    tdp: 700 W\n    power_limit: 0 W\n"));
+  EXPECT_NE(z.find("gpus[0].power_limit: must be positive"), std::string::npos) << z;
+}
+
 TEST(CatalogYaml, UnknownDtypeSuggestsNearest) {
   const std::string e = error_of(replace(kGpuYaml, "bf16: 1000", "bf61: 1000"));
   EXPECT_NE(e.find("user.yaml:7: gpus[0].flops.bf61: unknown dtype 'bf61'"), std::string::npos) << e;
@@ -133,6 +140,13 @@ TEST_F(BuiltinCatalog, H100FiguresMatchTheDatasheet) {
   EXPECT_NEAR(h->peak(hw::DType::kBf16)->per_second(), 989.5e12, 0.2e12);
   EXPECT_DOUBLE_EQ(h->memory_bandwidth.bytes_per_second(), 3.35e12);
   EXPECT_DOUBLE_EQ(h->tdp.watts(), 700.0);
+  EXPECT_FALSE(h->power_limit.has_value());
+  // torchtitan's Grand Teton H100: the 700 W part at its platform's default 500 W limit.
+  const hw::GpuSpec* gt = catalog_->hw.find_gpu("h100-sxm-96gb");
+  ASSERT_NE(gt, nullptr);
+  EXPECT_DOUBLE_EQ(gt->tdp.watts(), 700.0);
+  ASSERT_TRUE(gt->power_limit.has_value());
+  EXPECT_DOUBLE_EQ(gt->power_limit->watts(), 500.0);
   // NVLink 4: 900 GB/s total bidirectional -> 450 GB/s per direction.
   ASSERT_TRUE(h->scaleup.has_value());
   EXPECT_DOUBLE_EQ(h->scaleup->bandwidth_per_direction.bytes_per_second(), 450e9);

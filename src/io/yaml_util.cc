@@ -163,6 +163,11 @@ Power Fields::req_power(std::string_view key) {
   return p;
 }
 
+std::optional<Power> Fields::opt_power(std::string_view key) {
+  if (!value(key, false)) return std::nullopt;
+  return req_power(key);
+}
+
 YAML::Node Fields::req_node(std::string_view key) { return *value(key, true); }
 
 std::optional<YAML::Node> Fields::opt_node(std::string_view key) { return value(key, false); }

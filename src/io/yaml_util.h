@@ -42,6 +42,7 @@ class Fields {
   FlopRate req_flop_rate(std::string_view key);
   std::optional<Time> opt_time(std::string_view key);
   Power req_power(std::string_view key);
+  std::optional<Power> opt_power(std::string_view key);  // > 0 when present
 
   // Sub-mapping (required / optional) and its Where.
   YAML::Node req_node(std::string_view key);

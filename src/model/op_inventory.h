@@ -50,6 +50,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,9 @@ struct Op {
   Flops bwd_flops;
   Bytes fwd_bytes_read;
   Bytes fwd_bytes_written;
+  // Memory traffic of the backward pass of a memory-bound op; unset: twice the forward's (it reads
+  // the output gradient and the saved input and writes the input gradient).
+  std::optional<Bytes> bwd_bytes;
   Bytes saved_activations;     // bytes kept from forward for backward (training)
   // Attention ops: the kernel's mask; the kv length is gemm.n (seq + past for self-attention, the text
   // tokens for a DiT's cross-attention "xattn.core").
@@ -95,6 +99,8 @@ struct Op {
 
   // GEMM, attention and router ops: the FLOPs that count as model FLOPs.
   bool is_matmul() const { return kind == OpKind::kGemm || kind == OpKind::kAttention || kind == OpKind::kRouter; }
+  // Bytes a memory-bound op moves in its backward pass.
+  Bytes backward_bytes() const { return bwd_bytes ? *bwd_bytes : (fwd_bytes_read + fwd_bytes_written) * 2; }
 };
 
 struct Shape {

@@ -250,5 +250,24 @@ TEST(OpInventory, ModelFlopsIncludeTheLmHeadAndExcludeElementwiseOps) {
   EXPECT_LT(all - matmul, 0.01 * matmul);
 }
 
+TEST(OpInventory, CrossEntropyMovesTheBytesOfItsUnfusedFp32Passes) {
+  // Per token and vocabulary entry (V), bf16 logits (2 B): forward reads 2 (upcast) + 4 (max) + 4
+  // (subtract) + 4 (exp) + 4 (sum) + 4 (divide) = 22 B and writes 4 (upcast) + 4 (subtract) + 4
+  // (exp) + 4 (divide) = 16 B; backward reads 4 + 4 and writes 4 + 2 = 14 B (scale by the upstream
+  // gradient, downcast); it keeps the fp32 softmax, 4 B (Korthikanti et al.'s 4*s*b*v).
+  const ModelSpec s = llama3_8b();
+  const double logits = 2.0 * 128 * 128256;  // 2 sequences of 128 tokens
+  const Op loss = find_op(build_inventory(s, Shape::training(2, 128)).post_ops, "loss");
+  EXPECT_DOUBLE_EQ(loss.fwd_bytes_read.to_double(), 22.0 * logits);
+  EXPECT_DOUBLE_EQ(loss.fwd_bytes_written.to_double(), 16.0 * logits);
+  ASSERT_TRUE(loss.bwd_bytes.has_value());
+  EXPECT_DOUBLE_EQ(loss.backward_bytes().to_double(), 14.0 * logits);
+  EXPECT_DOUBLE_EQ(loss.saved_activations.to_double(), 4.0 * logits);
+  // Other memory-bound ops keep the default: backward moves twice the forward's bytes.
+  const Op norm = find_op(build_inventory(s, Shape::training(2, 128)).post_ops, "final_norm");
+  EXPECT_FALSE(norm.bwd_bytes.has_value());
+  EXPECT_DOUBLE_EQ(norm.backward_bytes().to_double(), 2.0 * (norm.fwd_bytes_read + norm.fwd_bytes_written).to_double());
+}
+
 }  // namespace
 }  // namespace orrery::model

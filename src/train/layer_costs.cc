@@ -43,10 +43,23 @@ struct Ctx {
   const CommModel& comm;
   model::Shape shape;  // local: mbs x seq/cp
   int64_t window = 0;  // the layer's sliding window (0: none)
+  int64_t matmuls = 0;  // op-level SAC: matmuls issued so far in this layer
 };
 
+// The output widths of the matmuls an unfused module issues for one inventory GEMM (per rank, before
+// TP): a fused QKV projection is q, k, v; a gated up projection is gate, up; anything else is one.
+std::vector<double> matmul_widths(const model::ModelSpec& m, const model::Op& op, double n) {
+  if (op.name == "attn.qkv") {
+    const double q = d(m.q_width()), k = d(m.k_width()), v = d(m.v_width());
+    const double f = n / (q + k + v);
+    return {q * f, k * f, v * f};
+  }
+  if (op.name == "mlp.up_gate") return {n / 2.0, n / 2.0};
+  return {n};
+}
+
 // Adds the cost of one op to `c`.
-void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
+void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
   const int64_t tp = x.p.tp;
   const Shard sh = classify(op);
   const hw::DType dt = x.p.precision;
@@ -74,6 +87,16 @@ void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
     const Flops fl(2.0 * g.m * d(g.n) * d(g.k) * d(g.count));
     c.fwd_flops += fl;
     c.model_flops += fl * 3.0;
+    // Op-level SAC: odd matmuls keep their output (rows x width per rank), even ones run again.
+    for (const double w : matmul_widths(x.m, op, d(g.n))) {
+      const double share = w / d(g.n);
+      if (++x.matmuls % 2 == 1) {
+        c.act_op += Bytes::from_double(g.m * w * d(g.count) * d(hw::dtype_bytes(dt)));
+      } else {
+        c.recompute_op += Time::seconds(f.to_seconds() * share);
+        c.recompute_op_flops += fl * share;
+      }
+    }
     return;
   }
   if (op.kind == model::OpKind::kAttention) {
@@ -119,6 +142,9 @@ void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
     c.bwd_input += b;
     c.recompute_full += f;
     c.recompute_selective += f;
+    // Op-level SAC keeps the attention output and its fp32 log-sum-exp (one per query and head).
+    const double out_width = d(x.m.heads) * d(h.head_dim_v);
+    c.act_op += Bytes::from_double(d(x.shape.tokens()) * (out_width * d(hw::dtype_bytes(dt)) + d(x.m.heads) * 4.0) / d(tp));
     // Matmul FLOPs as the inventory counts them (its attention convention), on this rank. Unmasked
     // self-attention under CP attends all `kv` keys, not only the local chunk of the inventory's shape.
     // Causal self-attention under load-balanced ring CP: each rank computes 1/cp of the full sequence's
@@ -142,8 +168,9 @@ void add_op(const Ctx& x, const model::Op& op, LayerCost& c) {
   const Bytes bytes = Bytes::from_double((op.fwd_bytes_read + op.fwd_bytes_written).to_double() / div);
   const Time f = x.cm.memory_bound(bytes);
   c.fwd += f;
-  c.bwd_input += x.cm.memory_bound(bytes * 2);
+  c.bwd_input += x.cm.memory_bound(Bytes::from_double(op.backward_bytes().to_double() / div));
   c.recompute_full += f;
+  c.recompute_op += f;
 }
 
 LayerCost cost_of(Ctx x, const std::vector<model::Op>& ops, int64_t window = 0) {
@@ -155,6 +182,36 @@ LayerCost cost_of(Ctx x, const std::vector<model::Op>& ops, int64_t window = 0) 
 }
 
 }  // namespace
+
+Bytes LayerCost::saved_activations(Recompute r) const {
+  switch (r) {
+    case Recompute::kSelective: return act_selective;
+    case Recompute::kSelectiveOp: return act_op;
+    case Recompute::kNone:
+    case Recompute::kFull: break;
+  }
+  return act_none;
+}
+
+Time LayerCost::partial_recompute(Recompute r) const {
+  switch (r) {
+    case Recompute::kSelective: return recompute_selective;
+    case Recompute::kSelectiveOp: return recompute_op;
+    case Recompute::kNone:
+    case Recompute::kFull: break;
+  }
+  return Time::zero();
+}
+
+Flops LayerCost::partial_recompute_flops(Recompute r) const {
+  switch (r) {
+    case Recompute::kSelective: return attn_core_fwd_flops;
+    case Recompute::kSelectiveOp: return recompute_op_flops;
+    case Recompute::kNone:
+    case Recompute::kFull: break;
+  }
+  return Flops(0.0);
+}
 
 ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::ComputeModel& cm, const CommModel& comm) {
   model::InventoryOptions io;
@@ -206,6 +263,7 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
       c.ep_bwd = c.ep_fwd;
     }
     c.act_input = Bytes::from_double(out.layer_input.to_double() / (p.sp ? tp : 1.0));
+    c.act_op += c.act_input;
     for (int64_t l : g.layer_indices) out.layer[static_cast<size_t>(l)] = c;
   }
   out.pre = cost_of(x, inv.pre_ops);

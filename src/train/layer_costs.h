@@ -17,7 +17,8 @@
 //     Times: compute::ComputeModel per kernel (GEMM: forward, dgrad m x k x n, wgrad k x n x m;
 //     attention: fused kernel by sequence, with the causal work of seq/cp queries under load-balanced
 //     ring attention; without FlashAttention, the materialized scores add their memory traffic;
-//     memory-bound ops by bytes, backward twice the forward's).
+//     memory-bound ops by bytes, backward twice the forward's unless the op states its own
+//     traffic, as the cross-entropy does).
 //     TP collectives per layer and pass: 2 all-reduces of b*s/cp*h (no SP) or 2 all-gathers + 2
 //     reduce-scatters of the same buffer (SP). CP: K and V (backward: their gradients too) go around the
 //     ring in cp-1 steps, overlapped with the attention kernel (exposed part only). EP: 2 all-to-alls of
@@ -27,6 +28,11 @@
 //     except its Q, K, V inputs; full recompute keeps the layer input only (2*b*s*h/cp, / tp with SP).
 //     Recompute time: full = the forward again (with its TP collectives); selective = the attention
 //     core's forward.
+//     Op-level SAC (torchtitan's "selective op" policy, torchtitan parallelize_llama.py): the block's
+//     matmuls in the order an unfused module issues them (a fused QKV as q, k, v; a gated up
+//     projection as gate, up; Llama: wq wk wv wo w1 w3 w2) have their outputs saved at odd positions
+//     (wq, wv, w1, w2) and recomputed at even ones (wk, wo, w3); the attention output and its fp32
+//     log-sum-exp are saved; every memory-bound op is recomputed; the block input is kept.
 //   Range of validity: decoder-only transformers; the shard rules above are Megatron-LM's.
 #pragma once
 
@@ -48,6 +54,7 @@ struct LayerCost {
   Time bwd_weight;            // weight-gradient compute (wgrad)
   Time recompute_full;        // forward again (full recompute), compute only
   Time recompute_selective;   // attention core forward (selective recompute)
+  Time recompute_op;          // op-level SAC: the unsaved matmuls and every memory-bound op, forward
   Time tp_fwd;                // TP collectives of one forward (exposed: not overlapped)
   Time tp_bwd;
   Time cp_fwd;                // exposed CP ring transfers
@@ -56,10 +63,18 @@ struct LayerCost {
   Time ep_bwd;
   Bytes act_none;       // saved activations, no recompute
   Bytes act_selective;  // saved activations with selective recompute
+  Bytes act_op;         // saved activations with op-level SAC (block input, kept matmul and attention outputs)
   Bytes act_input;      // layer input only (full recompute checkpoint)
   Flops model_flops;    // forward + backward matmul FLOPs on this rank (no recompute)
   Flops attn_core_fwd_flops;  // matmul FLOPs of the attention core forward on this rank
   Flops fwd_flops;            // forward matmul FLOPs on this rank
+  Flops recompute_op_flops;   // matmul FLOPs op-level SAC recomputes on this rank
+
+  // A layer not under full recompute: its saved activations, the recompute time its backward adds,
+  // and the matmul FLOPs of that recompute, under `r` (kNone, kSelective or kSelectiveOp).
+  Bytes saved_activations(Recompute r) const;
+  Time partial_recompute(Recompute r) const;
+  Flops partial_recompute_flops(Recompute r) const;
 };
 
 struct ModelCosts {

@@ -70,6 +70,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     st.layers = stage_layers(p, model.layers, s);
     Bytes act_mb;            // one micro-batch's saved activations on this stage
     Bytes largest_layer;     // one layer's full activations (backward working set)
+    Bytes largest_recomputed;  // op-level SAC: the most one layer recomputes (backward working set)
     int64_t recomputed = 0;  // layers under full recompute so far
     const int64_t full_layers = p.recompute == Recompute::kFull ? (p.recompute_layers < 0 ? st.layers : p.recompute_layers) : 0;
     int64_t max_layer_params = 0;
@@ -79,7 +80,9 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
         const LayerCost& lc = c.layer[static_cast<size_t>(range.first + i)];
         st.params += lc.params;
         max_layer_params = std::max(max_layer_params, lc.params);
-        Bytes a = p.recompute == Recompute::kSelective ? lc.act_selective : lc.act_none;
+        Bytes a = lc.saved_activations(p.recompute);
+        // Op-level SAC materializes the rest of a layer again in its backward.
+        if (p.recompute == Recompute::kSelectiveOp) largest_recomputed = std::max(largest_recomputed, lc.act_none - a);
         if (recomputed < full_layers) {
           a = lc.act_input;
           ++recomputed;
@@ -111,7 +114,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
                             ? std::min(st.inflight_microbatches, 2.0 / d(std::max<int64_t>(1, st.layers)))
                             : st.inflight_microbatches;
     mb.activations = Bytes::from_double(act_mb.to_double() * held);
-    Bytes temp = (full_layers > 0 ? largest_layer : Bytes(0)) + c.layer_input * 2;
+    Bytes temp = (full_layers > 0 ? largest_layer : largest_recomputed) + c.layer_input * 2;
     if (s == p.pp - 1) {
       temp += Bytes::from_double(4.0 * d(p.mbs) * d(p.seq / p.cp) * d(model.vocab) / d(p.tp));
     }
@@ -137,9 +140,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     for (int64_t i = 0; i < range.count; ++i) {
       const int64_t l = range.first + i;
       const LayerCost& lc = c.layer[static_cast<size_t>(l)];
-      const Bytes a = p.recompute == Recompute::kSelective ? lc.act_selective
-                      : p.recompute == Recompute::kFull    ? lc.act_input
-                                                           : lc.act_none;
+      const Bytes a = p.recompute == Recompute::kFull ? lc.act_input : lc.saved_activations(p.recompute);
       r.peak_layers.push_back(
           LayerMemory{l, Bytes::from_double(per_param * d(lc.params)), Bytes::from_double(a.to_double() * ps.inflight_microbatches)});
     }

@@ -80,6 +80,37 @@ TEST(Memory, ActivationsPerLayerFollowKorthikanti) {
   }
 }
 
+// torchtitan's op-level SAC on a Llama layer (GQA, SwiGLU), TP 1, bf16 (2 B), T = b*s tokens. The
+// matmuls in torchtitan's order wq wk wv wo w1 w3 w2: outputs of wq (q = a*dh), wv (v = g*dh), w1 (f)
+// and w2 (h) saved; wk, wo, w3 recomputed. Saved per layer: the block input (h), those four outputs,
+// the attention output (a*dh) and its fp32 log-sum-exp (a per token):
+//   T * (2 (h + a dh + g dh + f + h + a dh) + 4 a) bytes.
+// Recomputed matmul FLOPs: 2 T (h g dh [wk] + a dh h [wo] + h f [w3]).
+TEST(Memory, OpLevelSacKeepsEveryOtherMatmulOutputAndTheAttentionOutput) {
+  const double h = 4096, a = 32, g = 8, dh = 128, f = 14336, b = 2, seq = 1024, T = b * seq;
+  const auto model = model::ModelSpec::llama({2, 4096, 32, 8, 14336, 128256, 8192});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  Plan p;
+  p.mbs = 2;
+  p.seq = 1024;
+  p.gbs = 2;
+  p.recompute = Recompute::kSelectiveOp;
+  const ModelCosts c = model_costs(model, p, cm, comm);
+  const LayerCost& l = c.layer[1];
+  EXPECT_NEAR(l.act_op.to_double(), T * (2.0 * (h + a * dh + g * dh + f + h + a * dh) + 4.0 * a), 1.0);
+  EXPECT_EQ(l.saved_activations(Recompute::kSelectiveOp), l.act_op);
+  EXPECT_LT(l.act_op, l.act_selective);  // it saves less than Korthikanti's selective recompute
+  EXPECT_NEAR(l.recompute_op_flops.count(), 2.0 * T * (h * g * dh + a * dh * h + h * f), 1.0);
+  EXPECT_EQ(l.partial_recompute_flops(Recompute::kSelectiveOp), l.recompute_op_flops);
+  // Its recompute time covers those matmuls and every memory-bound op, but not the attention core.
+  EXPECT_GT(l.recompute_op, Time::zero());
+  EXPECT_LT(l.recompute_op, l.recompute_full);
+  EXPECT_EQ(l.partial_recompute(Recompute::kNone), Time::zero());
+  EXPECT_EQ(l.partial_recompute(Recompute::kSelective), l.recompute_selective);
+}
+
 TEST(Memory, InflightMicrobatchesFollowTheSchedule) {
   Plan p;
   p.pp = 4;

@@ -37,6 +37,7 @@ constexpr std::array kShardings = {std::pair<std::string_view, Sharding>{"none",
                                    std::pair<std::string_view, Sharding>{"hsdp", Sharding::kZero3}};
 constexpr std::array kRecomputes = {std::pair<std::string_view, Recompute>{"none", Recompute::kNone},
                                     std::pair<std::string_view, Recompute>{"selective", Recompute::kSelective},
+                                    std::pair<std::string_view, Recompute>{"selective-op", Recompute::kSelectiveOp},
                                     std::pair<std::string_view, Recompute>{"full", Recompute::kFull}};
 constexpr std::array kGradSyncs = {std::pair<std::string_view, GradSync>{"dense", GradSync::kDense},
                                    std::pair<std::string_view, GradSync>{"sparse", GradSync::kSparseAllGather},
@@ -69,6 +70,7 @@ std::string_view recompute_name(Recompute r) {
   switch (r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
+    case Recompute::kSelectiveOp: return "selective-op";
     case Recompute::kFull: return "full";
   }
   return "?";

@@ -45,7 +45,10 @@ enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble };
 // Data-parallel sharding (Rajbhandari et al. 2020, ZeRO): none = plain DDP; zero1 = optimizer states
 // (Megatron's distributed optimizer); zero2 = + gradients; zero3 = + parameters (FSDP full shard).
 enum class Sharding { kNone, kZero1, kZero2, kZero3 };
-enum class Recompute { kNone, kSelective, kFull };
+// kSelective: Korthikanti et al.'s selective recompute (the attention core); kSelectiveOp: torchtitan's
+// op-level selective activation checkpointing (every other matmul output and the attention output
+// saved, the rest of each block recomputed); kFull: the whole layer from its input.
+enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 enum class GradSync { kDense, kSparseAllGather, kZen };
 
 std::string_view schedule_name(Schedule s);
@@ -53,7 +56,7 @@ std::string_view sharding_name(Sharding s);
 std::string_view recompute_name(Recompute r);
 std::string_view grad_sync_name(GradSync g);
 // Parsers accept the names above plus the aliases of training.csv (dp_sharding none | distopt |
-// fsdp; recompute none | selective | full) and throw InputError at `where` with the nearest name.
+// fsdp; recompute none | selective | selective-op | full) and throw InputError at `where` with the nearest name.
 Schedule parse_schedule(std::string_view name, const Where& where);
 Sharding parse_sharding(std::string_view name, const Where& where);
 Recompute parse_recompute(std::string_view name, const Where& where);

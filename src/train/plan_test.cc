@@ -135,6 +135,8 @@ TEST(Plan, ParsersAcceptCsvAliasesAndSuggestNames) {
   EXPECT_EQ(parse_sharding("fsdp", w), Sharding::kZero3);
   EXPECT_EQ(parse_schedule("1F1B", w), Schedule::kOneFOneB);
   EXPECT_EQ(parse_recompute("selective", w), Recompute::kSelective);
+  EXPECT_EQ(parse_recompute("selective-op", w), Recompute::kSelectiveOp);
+  EXPECT_EQ(recompute_name(Recompute::kSelectiveOp), "selective-op");
   EXPECT_EQ(parse_precision("fp16", w), hw::DType::kFp16);
   try {
     parse_schedule("interleave", w);

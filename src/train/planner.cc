@@ -251,8 +251,8 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
                           (p.recompute_layers < 0 || range.offset + i < p.recompute_layers);
         if (full) {
           b += l.recompute_full + l.tp_fwd + l.cp_fwd + l.ep_fwd;
-        } else if (p.recompute == Recompute::kSelective) {
-          b += l.recompute_selective;
+        } else {
+          b += l.partial_recompute(p.recompute);
         }
       }
       if (s == 0 && ch == 0) {

@@ -147,8 +147,8 @@ class Builder {
             r.tp += l.tp_fwd;
             r.cp += l.cp_fwd;
             r.ep += l.ep_fwd;
-          } else if (p_.recompute == Recompute::kSelective) {
-            r.recompute += l.recompute_selective;
+          } else {
+            r.recompute += l.partial_recompute(p_.recompute);
           }
           break;
         case PassKind::kWeight:
@@ -189,7 +189,7 @@ class Builder {
     Bytes a;
     for (int64_t i = 0; i < n_layers(s, c); ++i) {
       const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
-      a += full_recompute(s, c, i) ? l.act_input : p_.recompute == Recompute::kSelective ? l.act_selective : l.act_none;
+      a += full_recompute(s, c, i) ? l.act_input : l.saved_activations(p_.recompute);
     }
     return a;
   }
@@ -496,8 +496,8 @@ class Builder {
           const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
           if (full_recompute(s, c, i)) {
             rec += l.fwd_flops.count();
-          } else if (p_.recompute == Recompute::kSelective) {
-            rec += l.attn_core_fwd_flops.count();
+          } else {
+            rec += l.partial_recompute_flops(p_.recompute).count();
           }
         }
       }
