@@ -31,6 +31,20 @@ assert all(a["peak_memory_bytes"] <= b["peak_memory_bytes"] and a["tokens_per_s_
 assert f[-1]["tokens_per_s_per_gpu"] == d["top"][0]["tokens_per_s_per_gpu"]
 ' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL json keys and orderings"; fail=$((fail+1)); fi
 
+# --fusion and --attention-kernel reach every simulated plan and are recorded. GPT-2 has LayerNorm
+# (one kernel even in eager PyTorch), a plain GeLU MLP and learned positions: nothing to unfuse, so
+# eager gives the same best plan and rate. FlashAttention-2 on an H100 (0.35 of peak against cuDNN's
+# 0.60) lowers the best rate.
+if python3 - "$("$bin" --json "${small[@]}")" "$("$bin" --json "${small[@]}" --fusion eager)" \
+     "$("$bin" --json "${small[@]}" --attention-kernel fa2)" <<'PY' 2>/dev/null
+import json, sys
+a, b, c = (json.loads(x) for x in sys.argv[1:4])
+assert a["fusion"] == "fused" and b["fusion"] == "eager" and c["attention_kernel"] == "fa2"
+assert b["top"][0]["tokens_per_s_per_gpu"] == a["top"][0]["tokens_per_s_per_gpu"]
+assert c["top"][0]["tokens_per_s_per_gpu"] < a["top"][0]["tokens_per_s_per_gpu"]
+PY
+then pass=$((pass+1)); else echo "FAIL plan fusion / attention kernel"; fail=$((fail+1)); fi
+
 # Byte-identical output for any thread count.
 if [ "$("$bin" --json "${small[@]}" --threads 1)" = "$("$bin" --json "${small[@]}" --threads 2)" ]; then
   pass=$((pass+1)); else echo "FAIL deterministic across threads"; fail=$((fail+1)); fi
@@ -77,6 +91,8 @@ expect bad-schedule 2 "unknown pipeline schedule 'interleave'.*interleaved" -- "
 expect bad-sharding 2 "unknown data-parallel sharding" -- "${small[@]}" --shardings zero4
 expect bad-recompute 2 "unknown recompute mode" -- "${small[@]}" --recomputes ful
 expect bad-sp 2 "--sp: expected both, yes or no" -- "${small[@]}" --sp maybe
+expect plan-unknown-fusion 2 "--fusion.*did you mean 'eager'" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --fusion eagre
+expect plan-fa3-on-ampere 2 "--attention-kernel.*no published fa3" -- plan train --model gpt2 --gpu a100-sxm-80gb --gpus 8 --seq 1024 --gbs 32 --attention-kernel fa3
 expect bad-precision 2 "has no dense fp8 peak" -- plan train --model gpt2 --gpu a100-sxm-80gb --gpus 8 --seq 1024 --gbs 32 --precision fp8
 expect bad-max 2 "--max-tp: expected 0 \(no limit\) or a positive integer" -- "${small[@]}" --max-tp -1
 expect bad-top 2 "--top: expected at least 1" -- "${small[@]}" --top 0

@@ -83,6 +83,31 @@ expect power-no-unit 2 "--power-limit" -- "${llama[@]}" --power-limit 500
 one_line_error power-one-line "${llama[@]}" --power-limit "-5 W"
 expect plan-power-above-tdp 2 "--power-limit.*above the 700 W TDP" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --power-limit "900 W"
 
+# --attention-kernel: FlashAttention-2 on an H100 runs at 0.35 of peak at long sequences against
+# cuDNN's 0.60 (FA3 paper, Shah et al. 2024, Fig. 5; docs/compute.md), so only the attention part of
+# the step slows: the step grows, by less than 0.60 / 0.35.
+# --fusion eager: per token and layer of Llama-3-8B the unfused RMSNorms, RoPE and SiLU*up move
+# 2 x 32 x 4096 + 16 x 5120 + 4 x 14336 = 0.40 MB more forward (x3 with backward and recompute-free
+# selective-op: ~1.2 MB, 0.5 us at 2.6 TB/s) against ~2 us of GEMMs (6 x 218 M FLOP at 660 TFLOP/s):
+# the step grows by roughly a quarter, well inside (1.05, 1.5).
+if python3 - "$("$bin" --json "${llama[@]}")" "$("$bin" --json "${llama[@]}" --attention-kernel fa2)" \
+     "$("$bin" --json "${llama[@]}" --fusion eager)" <<'PY' 2>/dev/null
+import json, sys
+a, b, c = (json.loads(x) for x in sys.argv[1:4])
+assert a["attention_kernel"] == "default" and b["attention_kernel"] == "fa2" and c["fusion"] == "eager"
+assert abs(b["attention_efficiency"] - 0.35) < 1e-9 and abs(a["attention_efficiency"] - 0.60) < 1e-9
+r = b["step_time_s"] / a["step_time_s"]
+assert 1.02 < r < 0.60 / 0.35, r
+e = c["step_time_s"] / a["step_time_s"]
+assert 1.05 < e < 1.5, e
+assert c["mfu"] < a["mfu"]
+PY
+then pass=$((pass+1)); else echo "FAIL attention kernel / fusion slow the step"; fail=$((fail+1)); fi
+expect unknown-attention-kernel 2 "--attention-kernel.*unknown attention kernel 'fa4'; did you mean .*'fa3'" -- "${llama[@]}" --attention-kernel fa4
+expect fa3-on-ampere 2 "--attention-kernel.*no published fa3 efficiency for GPU 'a100-sxm-80gb'.*fa2" -- train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --gbs 16 --attention-kernel fa3
+one_line_error fa3-on-ampere-one-line train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --gbs 16 --attention-kernel fa3
+expect unknown-fusion 2 "--fusion.*expected fused or eager, found 'eagr'.*did you mean 'eager'" -- "${llama[@]}" --fusion eagr
+
 # A GPU without NVLink (L40S): pipeline stages in one machine talk over PCIe (this aborted before).
 expect pcie-only-pipeline 0 "step time" -- train --model llama3-8b --gpu l40s --gpus 8 --tp 1 --pp 2 --dp 4 --seq 2048 --mbs 1 --gbs 32
 expect node-gpu-mismatch 2 "node 'dgx-a100' holds a100-sxm-80gb GPUs, not h100-sxm" -- train --model llama3-8b --gpu h100-sxm --node dgx-a100 --gpus 8 --gbs 8

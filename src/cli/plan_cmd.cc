@@ -42,7 +42,7 @@ const Where kCl{"<command line>", 0, ""};
 
 struct PlanTrainArgs {
   std::string model, gpu, node, nic_bandwidth = "400 Gb/s", precision = "bf16";
-  std::string power_limit;  // --power-limit; empty: the catalog's
+  KernelArgs kernels;  // --power-limit, --attention-kernel, --fusion
   int64_t gpus = 0, seq = 0, gbs = 0;
   VideoArgs video;  // DiT sample: its token count is the sequence (train_common.h)
   bool seq_given = false;
@@ -294,7 +294,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
   }
   const hw::HwCatalog& hw = ctx.catalog().hw;
-  const hw::GpuSpec gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.power_limit);
+  const hw::GpuSpec gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.kernels.power_limit);
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
@@ -309,6 +309,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                      fmt::format("GPU '{}' has no dense {} peak", gpu.name, hw::dtype_name(o.base.precision)));
   }
   o.base.grad_bytes = a.grad_bytes;
+  o.base.eager = parse_fusion(a.kernels.fusion);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
   if (a.capacity_factor < 0.0) {
@@ -340,7 +341,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     }
     bar->update(done);
   };
-  const compute::ComputeModel cm(gpu);
+  const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels.attention_kernel));
   const tr::PlannerResult r = tr::plan_training(model, cluster, cm, o);
   if (bar) bar->finish();
   if (!a.candidates_csv.empty()) io::write_file_atomic(a.candidates_csv, candidates_csv(r.candidates));
@@ -352,6 +353,9 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["model"] = model.name;
     j["gpu"] = gpu.name;
     j["power_limit_w"] = gpu.power().watts();
+    j["attention_kernel"] = a.kernels.attention_kernel;
+    j["fusion"] = a.kernels.fusion;
+    j["attention_efficiency"] = cm.calibration().attention_efficiency;
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["seq"] = seq;
@@ -378,6 +382,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
                          model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
                          hw::dtype_name(o.base.precision), gib(r.budget));
+  ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W\n",
+                         a.kernels.attention_kernel, cm.calibration().attention_efficiency, a.kernels.fusion, gpu.power().watts());
   ctx.out << fmt::format("plans: {} enumerated, {} invalid, {} over the budget, {} within it: {} simulated, {} skipped "
                          "(cannot enter the top {} or the Pareto front; docs/planner.md){}\n\n",
                          r.counts.enumerated, r.counts.invalid, r.counts.over_budget, r.counts.fits, r.counts.simulated,
@@ -422,8 +428,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--top", a->top, "plans to list")->capture_default_str();
   c->add_option("--threads", a->threads, "threads (0 = all cores); results do not depend on it")->capture_default_str();
   c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
-  c->add_option("--power-limit", a->power_limit,
-                "GPU power cap, e.g. '500 W' (lowers tensor-core throughput; default: the catalog's limit or TDP)");
+  add_kernel_options(c, a->kernels);
   c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
   c->add_option("--precision", a->precision, "bf16 | fp16 | fp8 (fixed for every plan)")->capture_default_str();
   c->add_option("--max-tp", a->max_tp, "largest TP degree (0 = GPUs per node)")->capture_default_str();

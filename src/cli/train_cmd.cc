@@ -34,7 +34,7 @@ struct TrainArgs {
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   int64_t seq = 2048;
   std::string gpu, node, nic_bandwidth = "400 Gb/s";
-  std::string power_limit;  // --power-limit; empty: the catalog's
+  KernelArgs kernels;  // --power-limit, --attention-kernel, --fusion
   int64_t gpus = 0;
   int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, vp = 1, mbs = 1, gbs = 0;
   int64_t first_stage_layers = 0, last_stage_layers = 0;
@@ -110,6 +110,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.schedule = a.schedule.empty() ? (a.vp > 1 ? tr::Schedule::kInterleaved : tr::Schedule::kOneFOneB)
                                   : tr::parse_schedule(a.schedule, kCl.with_key("--schedule"));
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
+  p.eager = parse_fusion(a.kernels.fusion);
   p.grad_bytes = a.grad_bytes;
   if (a.grad_bytes != 2 && a.grad_bytes != 4) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
@@ -208,7 +209,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   model::ModelSpec model = resolve_model(ctx, a);
   const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
   const hw::HwCatalog& hw = ctx.catalog().hw;
-  const hw::GpuSpec gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.power_limit);
+  const hw::GpuSpec gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.kernels.power_limit);
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
@@ -217,7 +218,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   tr::EvaluateOptions opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
   opt.step.stage_slowdown = parse_stragglers(a.stragglers, plan);
-  const compute::ComputeModel cm(gpu);
+  const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels.attention_kernel));
   const tr::TrainResult r = tr::evaluate(model, plan, cluster, cm, opt);
   if (!a.trace_out.empty()) io::write_file_atomic(a.trace_out, chrome_trace(r.step.trace, plan));
 
@@ -232,6 +233,9 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["model"] = model.name;
     j["gpu"] = gpu.name;
     j["power_limit_w"] = gpu.power().watts();
+    j["attention_kernel"] = a.kernels.attention_kernel;
+    j["fusion"] = a.kernels.fusion;
+    j["attention_efficiency"] = cm.calibration().attention_efficiency;
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["plan"] = {{"dp", plan.dp},
@@ -303,6 +307,9 @@ void run_train(Context& ctx, const TrainArgs& a) {
   s.add_row({"peak memory (GiB)", fmt::format("{} of {} (rank {}, stage {})", gib(r.memory.peak), gib(r.memory.capacity),
                                               r.memory.peak_rank, r.memory.peak_stage)});
   s.add_row({"fits", r.memory.fits ? "yes" : "NO"});
+  s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W",
+                                    a.kernels.attention_kernel, cm.calibration().attention_efficiency, a.kernels.fusion,
+                                    gpu.power().watts())});
   ctx.out << s.render() << "\n";
   Table m({"memory", "GiB"}, fmt::format("memory of the peak rank (stage {})", r.memory.peak_stage));
   for (const auto& [k, v] : mem) m.add_row({k, gib(v)});
@@ -354,8 +361,7 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--gpu", a->gpu, "catalog GPU, e.g. h100-sxm")->type_name("NAME");
   c->add_option("--gpus", a->gpus, "GPU count");
   c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
-  c->add_option("--power-limit", a->power_limit,
-                "GPU power cap, e.g. '500 W' (lowers tensor-core throughput; default: the catalog's limit or TDP)");
+  add_kernel_options(c, a->kernels);
   c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
   c->add_option("--tp", a->tp, "tensor-parallel degree")->capture_default_str();
   c->add_option("--pp", a->pp, "pipeline-parallel degree")->capture_default_str();

@@ -128,4 +128,28 @@ hw::GpuSpec with_power_limit(const hw::GpuSpec& gpu, const std::string& power_li
   return g;
 }
 
+void add_kernel_options(CLI::App* c, KernelArgs& k) {
+  c->add_option("--power-limit", k.power_limit,
+                "GPU power cap, e.g. '500 W' (lowers tensor-core throughput; default: the catalog's limit or TDP)");
+  c->add_option("--attention-kernel", k.attention_kernel,
+                "fused attention library: default | fa2 (PyTorch SDPA) | cudnn (Transformer Engine) | fa3")
+      ->capture_default_str();
+  c->add_option("--fusion", k.fusion,
+                "elementwise kernels: fused (Megatron/TE, torch.compile) | eager (PyTorch modules op by op)")
+      ->capture_default_str();
+}
+
+compute::Calibration training_calibration(const hw::GpuSpec& gpu, const std::string& attention_kernel) {
+  const Where w = kCl.with_key("--attention-kernel");
+  return compute::with_attention_kernel(compute::default_calibration(gpu), gpu,
+                                        compute::parse_attention_kernel(attention_kernel, w), w);
+}
+
+bool parse_fusion(const std::string& fusion) {
+  if (fusion == "fused") return false;
+  if (fusion == "eager") return true;
+  throw InputError(kCl.with_key("--fusion"), fmt::format("expected fused or eager, found '{}'", fusion),
+                   suggest(fusion, {"fused", "eager"}));
+}
+
 }  // namespace orrery::cli

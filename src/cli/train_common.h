@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compute/compute_model.h"
 #include "hw/hw_catalog.h"
 #include "model/model_spec.h"
 
@@ -31,5 +32,21 @@ int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool s
 // The GPU as run: a copy of `gpu` with --power-limit applied ("500 W"; empty: the catalog's limit).
 // InputError naming the flag for a malformed power, a non-positive one, or one above the GPU's TDP.
 hw::GpuSpec with_power_limit(const hw::GpuSpec& gpu, const std::string& power_limit);
+
+// The GPU and software stack a training run assumes (train and plan train).
+struct KernelArgs {
+  std::string power_limit;                   // --power-limit; empty: the catalog's limit or the TDP
+  std::string attention_kernel = "default";  // --attention-kernel
+  std::string fusion = "fused";              // --fusion
+};
+void add_kernel_options(CLI::App* c, KernelArgs& k);
+
+// The GPU's default calibration with --attention-kernel applied (default | fa2 | cudnn | fa3);
+// InputError naming the flag for an unknown kernel or one without a published figure on that GPU.
+compute::Calibration training_calibration(const hw::GpuSpec& gpu, const std::string& attention_kernel);
+
+// --fusion fused | eager: true for eager (unfused PyTorch elementwise kernels); InputError naming the
+// flag, with the nearest name, otherwise.
+bool parse_fusion(const std::string& fusion);
 
 }  // namespace orrery::cli

@@ -56,6 +56,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/strings.h"
 #include "model/op_inventory.h"
 
 namespace orrery::compute {
@@ -153,6 +154,75 @@ constexpr std::array kArchConstants = {
                   "rough CDNA3 figures (not validated): hipBLASLt bf16 GEMMs reach about half of MI300X's dense "
                   "peak"},
 };
+
+namespace {
+
+// Long-sequence fused-attention efficiency (the e of e * L / (L + 512)) per architecture and library,
+// read off published benchmarks at 16k keys, head dim 128, bf16, causal forward (backward within a few
+// percent): Ampere FlashAttention-2 0.73 (Dao 2023, the calibration's own). Hopper, H100 SXM5 (Shah et
+// al. 2024, arXiv:2407.08608, Fig. 5): FlashAttention-2 335 TFLOP/s -> 335 x 16896/16384 / 989.4 =
+// 0.35; cuDNN 539 -> 0.56, kept at the calibration's 0.60 (which also matches 518 at 4k: 527);
+// FlashAttention-3 616 -> 0.64. Blackwell takes the Hopper figures (not validated).
+struct KernelEfficiency {
+  std::string_view arch;
+  AttentionKernel kernel;
+  double efficiency;
+};
+constexpr std::array kKernelEfficiencies = {
+    KernelEfficiency{"ampere", AttentionKernel::kFlashAttention2, 0.73},
+    KernelEfficiency{"ada-lovelace", AttentionKernel::kFlashAttention2, 0.73},
+    KernelEfficiency{"hopper", AttentionKernel::kFlashAttention2, 0.35},
+    KernelEfficiency{"hopper", AttentionKernel::kCudnn, 0.60},
+    KernelEfficiency{"hopper", AttentionKernel::kFlashAttention3, 0.64},
+    KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention2, 0.35},
+    KernelEfficiency{"blackwell", AttentionKernel::kCudnn, 0.60},
+    KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention3, 0.64},
+};
+constexpr std::array kKernelNames = {std::pair<std::string_view, AttentionKernel>{"default", AttentionKernel::kDefault},
+                                     std::pair<std::string_view, AttentionKernel>{"fa2", AttentionKernel::kFlashAttention2},
+                                     std::pair<std::string_view, AttentionKernel>{"cudnn", AttentionKernel::kCudnn},
+                                     std::pair<std::string_view, AttentionKernel>{"fa3", AttentionKernel::kFlashAttention3}};
+
+std::string list_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+}  // namespace
+
+std::string_view attention_kernel_name(AttentionKernel k) {
+  for (const auto& [name, kernel] : kKernelNames) {
+    if (kernel == k) return name;
+  }
+  return "?";
+}
+
+AttentionKernel parse_attention_kernel(std::string_view name, const Where& where) {
+  std::vector<std::string> names;
+  for (const auto& [n, kernel] : kKernelNames) {
+    if (n == name) return kernel;
+    names.emplace_back(n);
+  }
+  throw InputError(where, "unknown attention kernel '" + std::string(name) + "'", suggest(name, names));
+}
+
+Calibration with_attention_kernel(Calibration c, const hw::GpuSpec& gpu, AttentionKernel k, const Where& where) {
+  if (k == AttentionKernel::kDefault) return c;
+  std::vector<std::string> have;
+  for (const KernelEfficiency& e : kKernelEfficiencies) {
+    if (e.arch != gpu.architecture) continue;
+    if (e.kernel == k) {
+      c.attention_efficiency = e.efficiency;
+      return c;
+    }
+    have.emplace_back(attention_kernel_name(e.kernel));
+  }
+  throw InputError(where,
+                   "no published " + std::string(attention_kernel_name(k)) + " efficiency for GPU '" + gpu.name +
+                       "' (architecture " + gpu.architecture + ")",
+                   have.empty() ? std::string("use the default") : "available: default, " + list_names(have));
+}
 
 Calibration default_calibration(const hw::GpuSpec& gpu) {
   Calibration c;

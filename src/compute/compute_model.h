@@ -117,6 +117,21 @@ struct LayerOpTimes {
 // The default calibration for a GPU from the catalog (by architecture).
 Calibration default_calibration(const hw::GpuSpec& gpu);
 
+// The fused-attention library a software stack runs; its long-sequence efficiency on an architecture
+// comes from published kernel benchmarks (compute_model.cc, docs/compute.md):
+//   fa2   FlashAttention-2 (PyTorch SDPA's default flash backend; Dao 2023)
+//   cudnn cuDNN fused attention (Transformer Engine / Megatron-Core; PyTorch SDPA only on request)
+//   fa3   FlashAttention-3 (Hopper only; Shah et al. 2024)
+// kDefault keeps the calibration's own (Ampere: FlashAttention-2; Hopper and Blackwell: cuDNN).
+enum class AttentionKernel { kDefault, kFlashAttention2, kCudnn, kFlashAttention3 };
+std::string_view attention_kernel_name(AttentionKernel k);
+// "default", "fa2", "cudnn", "fa3"; InputError at `where` with the nearest name otherwise.
+AttentionKernel parse_attention_kernel(std::string_view name, const Where& where);
+// `c` with the attention efficiency of kernel `k` on `gpu`'s architecture. InputError at `where` when
+// no published figure exists for that pair (FlashAttention-3 on Ampere, any kernel on an architecture
+// without a calibration), naming the kernels that have one.
+Calibration with_attention_kernel(Calibration c, const hw::GpuSpec& gpu, AttentionKernel k, const Where& where);
+
 class ComputeModel {
  public:
   explicit ComputeModel(const hw::GpuSpec& gpu);

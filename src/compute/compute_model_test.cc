@@ -114,6 +114,67 @@ TEST(PowerLimit, ACapBelowTdpSlowsTensorCoreWorkByThePowerLawAndLeavesMemoryBoun
   EXPECT_EQ(ComputeModel(same).calibration().tensor_clock_factor, 1.0);
 }
 
+TEST(AttentionKernel, EachLibraryTakesItsPublishedLongSequenceRateOnHopper) {
+  // FlashAttention-3 paper (Shah et al. 2024, Fig. 5), H100 SXM5, causal, head dim 128, 16k keys,
+  // forward TFLOP/s: FlashAttention-2 335, cuDNN 539, FlashAttention-3 616. The model's rate is
+  // e * L / (L + 512) of the 989.4 TFLOP/s peak, so e = rate * (16384 + 512) / 16384 / 989.4.
+  const auto published = [](double tflops) { return tflops * (16384.0 + 512.0) / 16384.0 / 989.4; };
+  const Where w{"<test>", 0, "--attention-kernel"};
+  const Calibration base = default_calibration(h100());
+  const auto eff = [&](const char* name) {
+    return with_attention_kernel(base, h100(), parse_attention_kernel(name, w), w).attention_efficiency;
+  };
+  EXPECT_NEAR(eff("fa2"), published(335.0), 0.01);
+  EXPECT_NEAR(eff("fa3"), published(616.0), 0.01);
+  // cuDNN keeps the calibration's 0.60: 539 at 16k gives 0.56, 518 at 4k gives 518 * 4608 / 4096 /
+  // 989.4 = 0.59; the default is cuDNN's (Transformer Engine, which Megatron-Core runs).
+  EXPECT_NEAR(eff("cudnn"), published(539.0), 0.05);
+  EXPECT_EQ(eff("cudnn"), base.attention_efficiency);
+  EXPECT_EQ(eff("default"), base.attention_efficiency);
+  // Ampere's calibration is FlashAttention-2's own (Dao 2023: 0.73 of the A100's peak).
+  const Calibration amp = default_calibration(a100());
+  EXPECT_EQ(with_attention_kernel(amp, a100(), AttentionKernel::kFlashAttention2, w).attention_efficiency,
+            amp.attention_efficiency);
+  // A long causal attention takes (0.60 / 0.35) times as long under FlashAttention-2 as under cuDNN.
+  const ComputeModel cudnn(h100(), base);
+  const ComputeModel fa2(h100(), with_attention_kernel(base, h100(), AttentionKernel::kFlashAttention2, w));
+  const std::vector<AttentionSeq> seqs(2, AttentionSeq{8192, 8192});
+  AttentionHeads heads;
+  heads.heads = 32;
+  heads.kv_heads = 8;
+  heads.head_dim_qk = heads.head_dim_v = 128;
+  const double launch = base.launch_overhead.to_seconds();
+  EXPECT_NEAR((fa2.attention(seqs, heads, hw::DType::kBf16, Pass::kForward).to_seconds() - launch) /
+                  (cudnn.attention(seqs, heads, hw::DType::kBf16, Pass::kForward).to_seconds() - launch),
+              base.attention_efficiency / eff("fa2"), 1e-3);
+}
+
+TEST(AttentionKernel, UnknownNamesAndUnpublishedPairsAreInputErrors) {
+  const Where w{"<command line>", 0, "--attention-kernel"};
+  try {
+    parse_attention_kernel("fa4", w);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fa4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fa3"), std::string::npos) << e.what();  // nearest name
+  }
+  // FlashAttention-3 needs Hopper: on an A100 the error lists what is published there.
+  try {
+    with_attention_kernel(default_calibration(a100()), a100(), AttentionKernel::kFlashAttention3, w);
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("no published fa3 efficiency"), std::string::npos) << m;
+    EXPECT_NE(m.find("a100-sxm-80gb"), std::string::npos) << m;
+    EXPECT_NE(m.find("fa2"), std::string::npos) << m;
+  }
+  // An architecture without a calibration has only the default.
+  const hw::GpuSpec other = make_gpu("x1", "future-arch", 1e12, 100e12);
+  EXPECT_THROW(with_attention_kernel(default_calibration(other), other, AttentionKernel::kCudnn, w), InputError);
+  EXPECT_EQ(with_attention_kernel(default_calibration(other), other, AttentionKernel::kDefault, w).attention_efficiency,
+            default_calibration(other).attention_efficiency);
+}
+
 TEST(Gemm, OneTileMoreThanTheSmCountTakesTwoWaves) {
   // One 128x128 tile shape, no split-K, bandwidth made irrelevant: 108 tiles on 108 SMs is one wave,
   // 109 tiles is two waves of the same per-tile time.

@@ -98,11 +98,28 @@ class OpBuilder {
   }
 
   // params < 0: the spec's norm parameters for this width (0 for a DiT's non-affine LayerNorms).
+  // Eager RMSNorm (x.float(), pow, mean, x * rsqrt, type_as, * weight; torchtitan's module) moves per
+  // element: read dt + 4 + 4 + 4 + 4 + dt, write 4 + 4 + 4 + dt + dt (36 B in bf16, fused: 4 B).
+  // LayerNorm is one kernel even in eager PyTorch.
   void norm(std::string name, double rows, int64_t width, int64_t params = -1) {
-    const double elements = rows * d(width);
-    const double flops = spec_.norm == NormKind::kRmsNorm ? kRmsNormFlops : kLayerNormFlops;
-    elementwise(std::move(name), OpKind::kNorm, elements, flops, elements, elements * dt_,
-                params >= 0 ? params : spec_.norm_params(width));
+    norm_elements(std::move(name), rows * d(width), params >= 0 ? params : spec_.norm_params(width));
+  }
+
+  void norm_elements(std::string name, double elements, int64_t params) {
+    const bool rms = spec_.norm == NormKind::kRmsNorm;
+    const double flops = rms ? kRmsNormFlops : kLayerNormFlops;
+    const bool eager = options_.eager && rms;
+    elementwise(std::move(name), OpKind::kNorm, elements, flops, eager ? elements * (2.0 * dt_ + 16.0) / dt_ : elements,
+                elements * dt_, params, eager ? elements * (dt_ + 12.0) : 0.0);
+  }
+
+  // RoPE over `elements` query/key elements. Eager (torchtitan: view_as_complex of x.float(), complex
+  // multiply, view_as_real, type_as) moves read dt + 4 + 4, write 4 + 4 + dt per element (20 B in
+  // bf16; fused: 4 B).
+  void rope(std::string name, double elements) {
+    const bool eager = options_.eager;
+    elementwise(std::move(name), OpKind::kElementwise, elements, kRopeFlops, eager ? elements * (dt_ + 8.0) / dt_ : elements,
+                0.0, 0, eager ? elements * 8.0 : 0.0);
   }
 
   void dropout(std::string name, double elements) {
@@ -114,13 +131,16 @@ class OpBuilder {
     elementwise(std::move(name), OpKind::kElementwise, elements, kAddFlops, 2.0 * elements, 0.0);
   }
 
-  // act(gate) * up for gated MLPs, act(x) for plain ones, over rows x width.
+  // act(gate) * up for gated MLPs, act(x) for plain ones, over rows x width. Eager gated: act(gate)
+  // and the multiply are two kernels, read 3 dt and write 2 dt per output element (fused: 2 dt, dt).
   void activation(std::string name, double rows, int64_t width) {
     const double out = rows * d(width);
     const bool gated = spec_.mlp == MlpKind::kGated;
     const double flops = activation_flops(spec_.activation) + (gated ? 1.0 : 0.0);
     const double inputs = gated ? 2.0 * out : out;
-    elementwise(std::move(name), OpKind::kElementwise, out, flops, inputs, inputs * dt_);
+    const bool eager = options_.eager && gated;
+    elementwise(std::move(name), OpKind::kElementwise, out, flops, eager ? inputs + out : inputs, inputs * dt_, 0,
+                eager ? out * dt_ : 0.0);
   }
 
   // A gated (two-matrix up) or plain MLP of width f over `rows` rows split over `count` GEMMs.
@@ -148,12 +168,7 @@ class OpBuilder {
     if (s.attention == AttentionKind::kMha) {
       const int64_t n = s.q_width() + s.k_width() + s.v_width();
       gemm("attn.qkv", OpKind::kGemm, tokens, n, h, 1, h * n + (s.qkv_bias ? n : 0), tokens * d(h));
-      if (s.qk_norm) {
-        const double elements = tokens * d(s.q_width() + s.k_width());
-        const double flops = s.norm == NormKind::kRmsNorm ? kRmsNormFlops : kLayerNormFlops;
-        elementwise("attn.qk_norm", OpKind::kNorm, elements, flops, elements, elements * dt_,
-                    2 * s.norm_params(s.head_dim));
-      }
+      if (s.qk_norm) norm_elements("attn.qk_norm", tokens * d(s.q_width() + s.k_width()), 2 * s.norm_params(s.head_dim));
       rope_elements = tokens * d(s.q_width() + s.k_width());
     } else {
       const MlaDims& mla = s.mla;
@@ -178,7 +193,7 @@ class OpBuilder {
       rope_elements = tokens * d(s.heads * mla.qk_rope_head_dim + mla.qk_rope_head_dim);
     }
     if (s.positions == PositionKind::kRope) {
-      elementwise("attn.rope", OpKind::kElementwise, rope_elements, kRopeFlops, rope_elements, 0.0);
+      rope("attn.rope", rope_elements);
     }
     {
       const int64_t window = s.is_sliding_layer(layer) ? s.sliding_window : 0;
@@ -302,7 +317,7 @@ class OpBuilder {
     modulate("attn.modulate", th, 6 * h);
     gemm("attn.qkv", OpKind::kGemm, tokens, 3 * h, h, 1, 3 * h * h + 3 * h, th);
     if (s.qk_norm) elementwise("attn.qk_norm", OpKind::kNorm, 2.0 * th, rms, 2.0 * th, 2.0 * th * dt_, 2 * h);
-    elementwise("attn.rope", OpKind::kElementwise, 2.0 * th, kRopeFlops, 2.0 * th, 0.0);
+    rope("attn.rope", 2.0 * th);
     const double kv = d(shape_.kv_len());
     attention_core("attn.core", shape_.kv_len(), attended_pairs(shape_.seq, shape_.past, 0, AttentionFlops::kFull), kv,
                    AttentionMask::kNone);

@@ -127,6 +127,11 @@ struct InventoryOptions {
   double moe_load_factor = 1.0;                  // hook for load imbalance / capacity factor
   bool include_loss = true;                      // append the cross-entropy op (training)
   int64_t dropout_mask_bytes = 1;
+  // Unfused elementwise kernels, as PyTorch eager modules run them (torchtitan without torch.compile):
+  // RMSNorm in fp32 op by op, RoPE through complex fp32 tensors, and the gated activation as two
+  // kernels (the bytes per element are in op_inventory.cc). false: fused kernels (Megatron-Core and
+  // Transformer Engine, torch.compile, vLLM).
+  bool eager = false;
 };
 
 enum class FlopScope {

@@ -269,5 +269,46 @@ TEST(OpInventory, CrossEntropyMovesTheBytesOfItsUnfusedFp32Passes) {
   EXPECT_DOUBLE_EQ(norm.backward_bytes().to_double(), 2.0 * (norm.fwd_bytes_read + norm.fwd_bytes_written).to_double());
 }
 
+TEST(OpInventory, EagerElementwiseOpsMoveTheBytesOfTheirUnfusedKernels) {
+  // Per element, bf16 (dt = 2 B). RMSNorm as PyTorch's eager module runs it (x.float(); pow; mean;
+  // x * rsqrt; type_as; * weight) reads dt + 4 + 4 + 4 + 4 + dt = 20 B and writes 4 + 4 + 4 + dt + dt
+  // = 16 B, where the fused kernel reads dt and writes dt. RoPE through complex fp32 (float(),
+  // complex multiply, type_as) reads dt + 4 + 4 = 10 B and writes 4 + 4 + dt = 10 B (fused: 2 and 2).
+  // SiLU(gate) * up as two kernels, per output element: silu reads the gate (dt) and writes dt, the
+  // multiply reads both (2 dt) and writes dt: read 3 dt = 6 B, write 2 dt = 4 B (fused: read 4 B,
+  // write 2 B). FLOPs and saved activations do not change.
+  const ModelSpec s = llama3_8b();
+  const double tokens = 128.0, h = 4096.0, f = 14336.0, rope = tokens * (32 + 8) * 128.0;
+  InventoryOptions eager;
+  eager.eager = true;
+  const std::vector<Op> a = build_inventory(s, Shape::training(1, 128)).groups[0].ops;
+  const std::vector<Op> b = build_inventory(s, Shape::training(1, 128), eager).groups[0].ops;
+  const double weight = 2.0 * h;  // the norm reads its weight once either way
+  EXPECT_DOUBLE_EQ(find_op(a, "attn.norm").fwd_bytes_read.to_double(), 2.0 * tokens * h + weight);
+  EXPECT_DOUBLE_EQ(find_op(b, "attn.norm").fwd_bytes_read.to_double(), 20.0 * tokens * h + weight);
+  EXPECT_DOUBLE_EQ(find_op(a, "mlp.norm").fwd_bytes_written.to_double(), 2.0 * tokens * h);
+  EXPECT_DOUBLE_EQ(find_op(b, "mlp.norm").fwd_bytes_written.to_double(), 16.0 * tokens * h);
+  EXPECT_DOUBLE_EQ(find_op(a, "attn.rope").fwd_bytes_read.to_double(), 2.0 * rope);
+  EXPECT_DOUBLE_EQ(find_op(b, "attn.rope").fwd_bytes_read.to_double(), 10.0 * rope);
+  EXPECT_DOUBLE_EQ(find_op(b, "attn.rope").fwd_bytes_written.to_double(), 10.0 * rope);
+  EXPECT_DOUBLE_EQ(find_op(a, "mlp.act").fwd_bytes_read.to_double(), 4.0 * tokens * f);
+  EXPECT_DOUBLE_EQ(find_op(b, "mlp.act").fwd_bytes_read.to_double(), 6.0 * tokens * f);
+  EXPECT_DOUBLE_EQ(find_op(b, "mlp.act").fwd_bytes_written.to_double(), 4.0 * tokens * f);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].fwd_flops, b[i].fwd_flops) << a[i].name;
+    EXPECT_EQ(a[i].saved_activations, b[i].saved_activations) << a[i].name;
+  }
+  // LayerNorm is one kernel even in eager PyTorch, and a plain GeLU MLP has nothing to unfuse: a GPT
+  // layer is the same either way.
+  const std::vector<Op> g = build_inventory(gpt_175b(), Shape::training(1, 128)).groups[0].ops;
+  const std::vector<Op> ge = build_inventory(gpt_175b(), Shape::training(1, 128), eager).groups[0].ops;
+  ASSERT_EQ(g.size(), ge.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    EXPECT_EQ(g[i].fwd_bytes_read, ge[i].fwd_bytes_read) << g[i].name;
+    EXPECT_EQ(g[i].fwd_bytes_written, ge[i].fwd_bytes_written) << g[i].name;
+  }
+}
+
 }  // namespace
 }  // namespace orrery::model

@@ -218,6 +218,7 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   io.dtype_bytes = hw::dtype_bytes(p.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p.precision);
   io.attention = model::AttentionFlops::kCausal;
   io.flash_attention = p.flash_attention;
+  io.eager = p.eager;
   io.moe_load_factor = p.capacity_factor > 0.0 ? p.capacity_factor : p.load_imbalance;
   const model::Shape shape = model::Shape::training(p.mbs, p.seq / p.cp);
   const model::Inventory inv = model::build_inventory(m, shape, io);

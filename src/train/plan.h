@@ -98,6 +98,7 @@ struct Plan {
   hw::DType precision = hw::DType::kBf16;  // compute and activation dtype (fp8: GEMMs in fp8)
   int64_t grad_bytes = 4;                  // main-gradient bytes per parameter (Megatron/FSDP fp32: 4)
   bool flash_attention = true;             // fused attention (no materialized s x s scores)
+  bool eager = false;                      // unfused elementwise kernels (PyTorch eager; model/op_inventory.h)
 
   // ---- MoE
   double capacity_factor = 0.0;   // 0: dropless; > 0 pads every expert to cf * mean tokens
