@@ -17,6 +17,7 @@
 //   "eager". Megatron-Core (E rows) runs Transformer Engine: cuDNN attention, fused elementwise
 //   kernels, the defaults.
 //   Gradient bytes: 4 (fp32 main gradients in Megatron-LM and in FSDP2 with fp32 reduce).
+//   Embedding tying: tied or untied, whichever parameter count is nearer params_b (the E rows untie).
 // Metric definitions (as the sources define them):
 //   A rows: TFLOP/s = 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) / (step time * GPUs) (counts full recompute).
 //   E rows: Megatron-Core's num_floating_point_operations: 12 B s L h^2 (1 + g/a + s/h + ffn/h +
@@ -144,7 +145,17 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
     g.ffn = r.i("ffn", 0);
     g.vocab = r.i("vocab", 0);
     g.seq = r.i("seq", 4096);
-    const model::ModelSpec model = r["arch"] == "gpt" ? model::ModelSpec::gpt(g) : model::ModelSpec::llama(g);
+    model::ModelSpec model = r["arch"] == "gpt" ? model::ModelSpec::gpt(g) : model::ModelSpec::llama(g);
+    // Embedding tying: the choice whose parameter count is nearer the row's params_b (Megatron-Core's
+    // E rows untie: E1's 1.7 B is 1.49 B tied + the 0.27 B LM head).
+    {
+      model::ModelSpec other = model;
+      other.tied_embeddings = !model.tied_embeddings;
+      const double pb = std::stod(r["params_b"]) * 1e9;
+      if (std::fabs(static_cast<double>(other.total_params()) - pb) < std::fabs(static_cast<double>(model.total_params()) - pb)) {
+        model = other;
+      }
+    }
     Plan p;
     p.tp = r.i("tp", 1);
     p.pp = r.i("pp", 1);
@@ -246,7 +257,7 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
   EXPECT_LE(perf_worst, 0.12);
   // Hopper rows and the one memory row: the target is not met (printed above, stated in docs/training.md
   // and the issue stays open); these bounds only stop the error from growing past where it stands
-  // (median 8.6%, worst 23.9%, memory 21.1% when written).
+  // (median 8.6%, worst 23.4%, memory 21.1% when written).
   EXPECT_LE(hop_median, 0.10);
   EXPECT_LE(hop_worst, 0.27);
   EXPECT_LE(mem_worst, 0.25);
