@@ -1,6 +1,7 @@
 #include "decentral/problem.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -353,7 +354,7 @@ double logistic_rows(const Rows& rows, Index lo, Index m, Index d_runtime, const
     // on a sum of order c): one log per chunk instead of one per sample.
     auto tv = s.v.head(c).array();
     auto e = s.u.head(c).array();
-    e = (-tv.abs()).exp();
+    exp_neg_abs(t, s.u.data(), c);
     if (want_loss || g == nullptr) loss += (-tv).max(0.0).sum() + std::log((1.0 + e).prod());
     if (g == nullptr) continue;
     tv = -(tv >= 0.0).select(e, 1.0) / (1.0 + e);
@@ -757,6 +758,61 @@ class Classifier final : public SampleProblem {
 };
 
 }  // namespace
+
+namespace {
+
+// 2^(j/128) for j = 0..127, each the double nearest (computed once with std::exp2, which glibc rounds
+// correctly in practice; the test compares the final results with std::exp).
+struct Exp2Table {
+  double v[128];
+  Exp2Table() {
+    for (int j = 0; j < 128; ++j) v[j] = std::exp2(static_cast<double>(j) / 128.0);
+  }
+};
+const Exp2Table& exp2_table() {
+  static const Exp2Table t;
+  return t;
+}
+
+}  // namespace
+
+void exp_neg_abs(const double* x, double* out, int64_t n) {
+  using V2d = double __attribute__((vector_size(16)));
+  using V2l = long long __attribute__((vector_size(16)));
+  // -|x| = (128 m + j) ln2 / 128 + r with |r| <= ln2 / 256: exp = 2^m * 2^(j/128) * exp(r), exp(r) by its
+  // degree-5 Taylor polynomial (truncation r^6 / 720 < 6e-19). ln 2 / 128 is split Cody-Waite style:
+  // the high part keeps 32 significant bits, so k * hi is exact for |k| <= 708 * 128 / ln 2 < 2^17.
+  constexpr double kInvLn2x128 = 184.6649652337873;  // 128 / ln 2
+  constexpr double kLn2Hi = 0x1.62e42fee00000p-8;    // ln 2 / 128 to 32 bits
+  constexpr double kLn2Lo = 0x1.a39ef35793c76p-40;   // ln 2 / 128 - kLn2Hi
+  constexpr double kShift = 6755399441055744.0;      // 1.5 * 2^52: adding it rounds to an integer
+  constexpr double kLowest = -708.0;                 // exp(-708) = 3.3e-308 is still normal
+  const double* table = exp2_table().v;
+  const auto two = [&](V2d a) {
+    V2d v = -std::bit_cast<V2d>(std::bit_cast<V2l>(a) & V2l{0x7fffffffffffffffLL, 0x7fffffffffffffffLL});
+    v = v < V2d{kLowest, kLowest} ? V2d{kLowest, kLowest} : v;
+    const V2d shifted = v * kInvLn2x128 + kShift;
+    const V2d k = shifted - kShift;  // the integer nearest v * 128 / ln 2 (k <= 0)
+    const V2d r = (v - k * kLn2Hi) - k * kLn2Lo;
+    // exp(r) - 1, so that the result is s + s q (one rounding on top of the table's half ulp).
+    const V2d q = r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0)))));
+    const V2l ki = std::bit_cast<V2l>(shifted) - std::bit_cast<V2l>(V2d{kShift, kShift});
+    const V2l j = ki & 127;
+    const V2l m = ki >> 7;  // arithmetic shift: floor(k / 128)
+    const V2d t{table[j[0]], table[j[1]]};
+    // 2^m times 2^(j/128): add m to the exponent field (t is in [1, 2) and m >= -1022).
+    const V2d scaled = std::bit_cast<V2d>(std::bit_cast<V2l>(t) + (m << 52));
+    return scaled + scaled * q;
+  };
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    V2d a;
+    std::memcpy(&a, x + i, sizeof a);
+    const V2d e = two(a);
+    std::memcpy(out + i, &e, sizeof e);
+  }
+  if (i < n) out[i] = two(V2d{x[i], x[i]})[0];
+}
 
 double full_objective(const Problem& p, const double* x, double* grad, Scratch& s) {
   const NodeIndex n = p.num_nodes();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -428,6 +429,32 @@ TEST(Classifier, FloatMinibatchGradientsAgreeWithTheDoublePath) {
     EXPECT_LT((fast - exact).cwiseAbs().maxCoeff(), 1e-5) << p->name();
     EXPECT_GT(exact.cwiseAbs().maxCoeff(), 1e-2) << p->name();  // a gradient worth comparing
   }
+}
+
+TEST(ExpNegAbs, WithinOneUlpOfStdExpOverTheWholeRange) {
+  // exp(-|x|) against the C library's correctly rounded-in-practice exp: arguments on a grid across
+  // [0, 708] (every reduction interval m ln 2 +- ln2/2, both signs of x), the interval ends, and 0.
+  // |x| > 708 is clamped to exp(-708) (documented): below 1e-307 absolute.
+  std::vector<double> xs = {0.0, -0.0, 1e-300, 0.5 * std::log(2.0), -0.5 * std::log(2.0), 1.0, 708.0, -708.0};
+  for (int k = 0; k <= 200000; ++k) xs.push_back((k % 2 ? -1.0 : 1.0) * 708.0 * k / 200000.0);
+  std::vector<double> out(xs.size());
+  exp_neg_abs(xs.data(), out.data(), static_cast<int64_t>(xs.size()));
+  double worst_ulp = 0;
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const double want = std::exp(-std::fabs(xs[k]));
+    const double ulp = std::nextafter(want, 1.0) - want;
+    worst_ulp = std::max(worst_ulp, std::fabs(out[k] - want) / ulp);
+  }
+  std::printf("exp_neg_abs: worst error %.3f ulp over %zu arguments\n", worst_ulp, xs.size());
+  EXPECT_LE(worst_ulp, 1.0);  // the table (half an ulp) and one rounding of s + s q
+  EXPECT_EQ(out[0], 1.0);
+  // An odd count takes the scalar tail; a huge argument gives (almost) zero.
+  const double big[3] = {1000.0, -750.0, 3.0};
+  double e[3];
+  exp_neg_abs(big, e, 3);
+  EXPECT_LT(e[0], 1e-307);
+  EXPECT_LT(e[1], 1e-307);
+  EXPECT_NEAR(e[2], std::exp(-3.0), 2e-16 * std::exp(-3.0));
 }
 
 }  // namespace
