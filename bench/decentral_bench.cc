@@ -7,6 +7,7 @@
 //   fashion     softmax regression on Fashion-MNIST, n = 256 (IID), exponential graph, Push-Pull, batch 32,
 //               100 iterations, metrics at the end (skipped when the data set is not installed).
 // usage: decentral_bench [--repeats R] [--only synthetic|per-iter|fashion] [--seeds S (synthetic, default 20)]
+//                        [--kernels baseline|auto] (baseline: the SSE2 logistic kernels even where AVX2 runs)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--repeats") == 0) repeats = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--seeds") == 0) seeds = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--kernels") == 0) orrery::decentral::force_baseline_kernels(std::strcmp(argv[i + 1], "baseline") == 0);
   }
   const auto want = [&](const char* name) { return only.empty() || only == name; };
 

@@ -1,6 +1,7 @@
 #include "decentral/problem.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -12,6 +13,9 @@
 
 #ifdef __SSE2__
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #endif
 
 #include <fmt/format.h>
@@ -289,22 +293,28 @@ inline V2d load_pair(const float* p) {
 #endif
 }
 
-// x and the gradient sum of a kD-dimensional problem held as kD / 2 pairs (+ one scalar for odd kD), in
-// registers; dot() and axpy() do the arithmetic of dot_pairs and g[j] += c z[j] in the same order.
+// x and the gradient sums of a kD-dimensional problem held as kD / 2 pairs (+ one scalar for odd kD), in
+// registers. Rows are taken two at a time (a = an even row of a chunk, b = the next): the gradient sum
+// of the a rows goes to g, that of the b rows to gb, and add_to() adds g + gb. dot() and axpy() are the
+// one-row forms (a chunk's odd last row, into g); the two-row kernels below do the same arithmetic,
+// lane for lane.
 template <int kD>
 struct Pairs {
   static constexpr int kP = kD / 2;
   static constexpr bool kOdd = kD % 2 == 1;
   V2d x[kP > 0 ? kP : 1];
   V2d g[kP > 0 ? kP : 1];
-  double x_last = 0, g_last = 0;
+  V2d gb[kP > 0 ? kP : 1];
+  double x_last = 0, g_last = 0, gb_last = 0;
   explicit Pairs(const double* xs) {
     for (int p = 0; p < kP; ++p) {
       x[p] = V2d{xs[2 * p], xs[2 * p + 1]};
       g[p] = V2d{0.0, 0.0};
+      gb[p] = V2d{0.0, 0.0};
     }
     if constexpr (kOdd) x_last = xs[kD - 1];
   }
+  // (sum of the even products, plus the odd last one) + (sum of the odd products), in p order.
   double dot(const float* z) const {
     V2d acc{0.0, 0.0};
     for (int p = 0; p < kP; ++p) acc += load_pair(z + 2 * p) * x[p];
@@ -319,12 +329,133 @@ struct Pairs {
   }
   void add_to(double* out) const {
     for (int p = 0; p < kP; ++p) {
-      out[2 * p] += g[p][0];
-      out[2 * p + 1] += g[p][1];
+      out[2 * p] += g[p][0] + gb[p][0];
+      out[2 * p + 1] += g[p][1] + gb[p][1];
     }
-    if constexpr (kOdd) out[kD - 1] += g_last;
+    if constexpr (kOdd) out[kD - 1] += g_last + gb_last;
   }
 };
+
+// The two-row kernels: t[r] = z_r^T x for the rows c0 .. c0 + c of a chunk (dots), and the gradient
+// sums g += t[r] z_r (rows c0 + 2i) and gb += t[r] z_r (rows c0 + 2i + 1) (axpys). The baseline forms
+// use two-lane SSE2 vectors; the AVX2 forms hold both rows in one four-lane vector and do the same
+// operations in the same order without fused multiply-adds, so both give the same bits (test
+// LogisticKernels.Avx2AndBaselineAgreeBitForBit); which one runs is decided once per process.
+std::atomic<bool> g_force_baseline{false};
+bool use_avx2() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has && !g_force_baseline.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+
+template <int kD, class Rows>
+void dots_baseline(const Rows& rows, Index c0, Index c, const Pairs<kD>& px, double* t) {
+  Index r = 0;
+  for (; r + 1 < c; r += 2) {
+    rows.prefetch(c0 + r);
+    rows.prefetch(c0 + r + 1);
+    t[r] = px.dot(rows[c0 + r]);
+    t[r + 1] = px.dot(rows[c0 + r + 1]);
+  }
+  if (r < c) {
+    rows.prefetch(c0 + r);
+    t[r] = px.dot(rows[c0 + r]);
+  }
+}
+
+template <int kD, class Rows>
+void axpys_baseline(const Rows& rows, Index c0, Index c, const double* t, Pairs<kD>& px) {
+  constexpr int kP = Pairs<kD>::kP;
+  Index r = 0;
+  for (; r + 1 < c; r += 2) {
+    const float* a = rows[c0 + r];
+    const float* b = rows[c0 + r + 1];
+    const V2d ca{t[r], t[r]}, cb{t[r + 1], t[r + 1]};
+    for (int p = 0; p < kP; ++p) {
+      px.g[p] += ca * load_pair(a + 2 * p);
+      px.gb[p] += cb * load_pair(b + 2 * p);
+    }
+    if constexpr (Pairs<kD>::kOdd) {
+      px.g_last += t[r] * static_cast<double>(a[kD - 1]);
+      px.gb_last += t[r + 1] * static_cast<double>(b[kD - 1]);
+    }
+  }
+  if (r < c) px.axpy(t[r], rows[c0 + r]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+using V4d = double __attribute__((vector_size(32)));
+
+// Floats 2p, 2p + 1 of row a and of row b as four doubles.
+// Two 8-byte loads, one unpack, one vcvtps2pd (__m128i loads may alias the floats).
+__attribute__((target("avx2"), always_inline)) inline V4d load_two_pairs(const float* a, const float* b) {
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
+  const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+  return _mm256_cvtps_pd(_mm_castsi128_ps(_mm_unpacklo_epi64(lo, hi)));  // __m256d is a V4d
+}
+
+template <int kD, class Rows>
+__attribute__((target("avx2"))) void dots_avx2(const Rows& rows, Index c0, Index c, const Pairs<kD>& px, double* t) {
+  constexpr int kP = Pairs<kD>::kP;
+  V4d xx[kP > 0 ? kP : 1];
+  for (int p = 0; p < kP; ++p) xx[p] = V4d{px.x[p][0], px.x[p][1], px.x[p][0], px.x[p][1]};
+  Index r = 0;
+  for (; r + 1 < c; r += 2) {
+    rows.prefetch(c0 + r);
+    rows.prefetch(c0 + r + 1);
+    const float* a = rows[c0 + r];
+    const float* b = rows[c0 + r + 1];
+    V4d acc{0.0, 0.0, 0.0, 0.0};
+    for (int p = 0; p < kP; ++p) acc += load_two_pairs(a + 2 * p, b + 2 * p) * xx[p];
+    double even_a = acc[0], even_b = acc[2];
+    if constexpr (Pairs<kD>::kOdd) {
+      even_a += static_cast<double>(a[kD - 1]) * px.x_last;
+      even_b += static_cast<double>(b[kD - 1]) * px.x_last;
+    }
+    t[r] = even_a + acc[1];
+    t[r + 1] = even_b + acc[3];
+  }
+  if (r < c) {
+    rows.prefetch(c0 + r);
+    t[r] = px.dot(rows[c0 + r]);
+  }
+}
+
+template <int kD, class Rows>
+__attribute__((target("avx2"))) void axpys_avx2(const Rows& rows, Index c0, Index c, const double* t, Pairs<kD>& px) {
+  constexpr int kP = Pairs<kD>::kP;
+  V4d gg[kP > 0 ? kP : 1];
+  for (int p = 0; p < kP; ++p) gg[p] = V4d{px.g[p][0], px.g[p][1], px.gb[p][0], px.gb[p][1]};
+  Index r = 0;
+  for (; r + 1 < c; r += 2) {
+    const float* a = rows[c0 + r];
+    const float* b = rows[c0 + r + 1];
+    const V4d cc{t[r], t[r], t[r + 1], t[r + 1]};
+    for (int p = 0; p < kP; ++p) gg[p] += cc * load_two_pairs(a + 2 * p, b + 2 * p);
+    if constexpr (Pairs<kD>::kOdd) {
+      px.g_last += t[r] * static_cast<double>(a[kD - 1]);
+      px.gb_last += t[r + 1] * static_cast<double>(b[kD - 1]);
+    }
+  }
+  for (int p = 0; p < kP; ++p) {
+    px.g[p] = V2d{gg[p][0], gg[p][1]};
+    px.gb[p] = V2d{gg[p][2], gg[p][3]};
+  }
+  if (r < c) px.axpy(t[r], rows[c0 + r]);
+}
+#else
+template <int kD, class Rows>
+void dots_avx2(const Rows& rows, Index c0, Index c, const Pairs<kD>& px, double* t) {
+  dots_baseline(rows, c0, c, px, t);
+}
+template <int kD, class Rows>
+void axpys_avx2(const Rows& rows, Index c0, Index c, const double* t, Pairs<kD>& px) {
+  axpys_baseline(rows, c0, c, t, px);
+}
+#endif
 
 // Sums over rows[lo .. lo + m) of the logistic loss log(1 + exp(-t)) (when want_loss) and, into g (when
 // non-null), of its gradient -z / (1 + exp(t)), with t = z^T x in double. kD > 0 fixes the dimension at
@@ -340,11 +471,15 @@ double logistic_rows(const Rows& rows, Index lo, Index m, Index d_runtime, const
   for (Index c0 = lo; c0 < lo + m; c0 += kChunk) {
     const Index c = std::min<Index>(kChunk, lo + m - c0);
     double* t = s.v.data();
-    for (Index r = 0; r < c; ++r) {
-      rows.prefetch(c0 + r);
-      if constexpr (kD > 0) {
-        t[r] = pairs.dot(rows[c0 + r]);
+    if constexpr (kD > 0) {
+      if (use_avx2()) {
+        dots_avx2(rows, c0, c, pairs, t);
       } else {
+        dots_baseline(rows, c0, c, pairs, t);
+      }
+    } else {
+      for (Index r = 0; r < c; ++r) {
+        rows.prefetch(c0 + r);
         t[r] = dot_pairs(rows[c0 + r], x, d);
       }
     }
@@ -358,11 +493,15 @@ double logistic_rows(const Rows& rows, Index lo, Index m, Index d_runtime, const
     if (want_loss || g == nullptr) loss += (-tv).max(0.0).sum() + std::log((1.0 + e).prod());
     if (g == nullptr) continue;
     tv = -(tv >= 0.0).select(e, 1.0) / (1.0 + e);
-    for (Index r = 0; r < c; ++r) {
-      const float* z = rows[c0 + r];
-      if constexpr (kD > 0) {
-        pairs.axpy(t[r], z);
+    if constexpr (kD > 0) {
+      if (use_avx2()) {
+        axpys_avx2(rows, c0, c, t, pairs);
       } else {
+        axpys_baseline(rows, c0, c, t, pairs);
+      }
+    } else {
+      for (Index r = 0; r < c; ++r) {
+        const float* z = rows[c0 + r];
         for (Index j = 0; j < d; ++j) g[j] += t[r] * static_cast<double>(z[j]);
       }
     }
@@ -776,43 +915,78 @@ const Exp2Table& exp2_table() {
 
 }  // namespace
 
-void exp_neg_abs(const double* x, double* out, int64_t n) {
-  using V2d = double __attribute__((vector_size(16)));
-  using V2l = long long __attribute__((vector_size(16)));
-  // -|x| = (128 m + j) ln2 / 128 + r with |r| <= ln2 / 256: exp = 2^m * 2^(j/128) * exp(r), exp(r) by its
-  // degree-5 Taylor polynomial (truncation r^6 / 720 < 6e-19). ln 2 / 128 is split Cody-Waite style:
-  // the high part keeps 32 significant bits, so k * hi is exact for |k| <= 708 * 128 / ln 2 < 2^17.
+namespace {
+
+// exp(-|x|) for the sizeof(V) / 8 lanes at x (out: the same count). Written once for two- and
+// four-lane vectors: every lane does the same operations, so both widths give the same bits.
+// -|x| = (128 m + j) ln2 / 128 + r with |r| <= ln2 / 256; exp(r) - 1 by its degree-5 Taylor polynomial
+// (truncation r^6 / 720 < 6e-19); ln 2 / 128 split Cody-Waite style (the high part keeps 32
+// significant bits, so k * hi is exact for |k| <= 708 * 128 / ln 2 < 2^17).
+template <class V, class VL>
+__attribute__((always_inline)) inline void exp_neg_abs_lanes(const double* x, double* out, const double* table) {
+  constexpr int kLanes = sizeof(V) / sizeof(double);
   constexpr double kInvLn2x128 = 184.6649652337873;  // 128 / ln 2
   constexpr double kLn2Hi = 0x1.62e42fee00000p-8;    // ln 2 / 128 to 32 bits
   constexpr double kLn2Lo = 0x1.a39ef35793c76p-40;   // ln 2 / 128 - kLn2Hi
   constexpr double kShift = 6755399441055744.0;      // 1.5 * 2^52: adding it rounds to an integer
   constexpr double kLowest = -708.0;                 // exp(-708) = 3.3e-308 is still normal
-  const double* table = exp2_table().v;
-  const auto two = [&](V2d a) {
-    V2d v = -std::bit_cast<V2d>(std::bit_cast<V2l>(a) & V2l{0x7fffffffffffffffLL, 0x7fffffffffffffffLL});
-    v = v < V2d{kLowest, kLowest} ? V2d{kLowest, kLowest} : v;
-    const V2d shifted = v * kInvLn2x128 + kShift;
-    const V2d k = shifted - kShift;  // the integer nearest v * 128 / ln 2 (k <= 0)
-    const V2d r = (v - k * kLn2Hi) - k * kLn2Lo;
-    // exp(r) - 1, so that the result is s + s q (one rounding on top of the table's half ulp).
-    const V2d q = r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0)))));
-    const V2l ki = std::bit_cast<V2l>(shifted) - std::bit_cast<V2l>(V2d{kShift, kShift});
-    const V2l j = ki & 127;
-    const V2l m = ki >> 7;  // arithmetic shift: floor(k / 128)
-    const V2d t{table[j[0]], table[j[1]]};
-    // 2^m times 2^(j/128): add m to the exponent field (t is in [1, 2) and m >= -1022).
-    const V2d scaled = std::bit_cast<V2d>(std::bit_cast<V2l>(t) + (m << 52));
-    return scaled + scaled * q;
-  };
-  int64_t i = 0;
-  for (; i + 1 < n; i += 2) {
-    V2d a;
-    std::memcpy(&a, x + i, sizeof a);
-    const V2d e = two(a);
-    std::memcpy(out + i, &e, sizeof e);
-  }
-  if (i < n) out[i] = two(V2d{x[i], x[i]})[0];
+  V a;
+  std::memcpy(&a, x, sizeof a);
+  V v = -__builtin_bit_cast(V, __builtin_bit_cast(VL, a) & (VL{} + 0x7fffffffffffffffLL));
+  const V lowest = V{} + kLowest;
+  v = v < lowest ? lowest : v;
+  const V shift = V{} + kShift;
+  const V shifted = v * kInvLn2x128 + shift;
+  const V k = shifted - shift;  // the integer nearest v * 128 / ln 2 (k <= 0)
+  const V r = (v - k * kLn2Hi) - k * kLn2Lo;
+  // exp(r) - 1, so that the result is s + s q (one rounding on top of the table's half ulp).
+  const V q = r * (1.0 + r * (0.5 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0)))));
+  const VL ki = __builtin_bit_cast(VL, shifted) - __builtin_bit_cast(VL, shift);
+  const VL j = ki & 127;
+  const VL m = ki >> 7;  // arithmetic shift: floor(k / 128)
+  V t;
+  for (int i = 0; i < kLanes; ++i) t[i] = table[j[i]];
+  // 2^m times 2^(j/128): add m to the exponent field (t is in [1, 2) and m >= -1022).
+  const V scaled = __builtin_bit_cast(V, __builtin_bit_cast(VL, t) + (m << 52));
+  const V e = scaled + scaled * q;
+  std::memcpy(out, &e, sizeof e);
 }
+
+using V2l = long long __attribute__((vector_size(16)));
+
+void exp_neg_abs_baseline(const double* x, double* out, int64_t n, const double* table) {
+  int64_t i = 0;
+  for (; i + 1 < n; i += 2) exp_neg_abs_lanes<V2d, V2l>(x + i, out + i, table);
+  if (i < n) {
+    double two[2] = {x[i], x[i]};
+    exp_neg_abs_lanes<V2d, V2l>(two, two, table);
+    out[i] = two[0];
+  }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+using V4l = long long __attribute__((vector_size(32)));
+__attribute__((target("avx2"))) void exp_neg_abs_avx2(const double* x, double* out, int64_t n, const double* table) {
+  int64_t i = 0;
+  for (; i + 3 < n; i += 4) exp_neg_abs_lanes<V4d, V4l>(x + i, out + i, table);
+  exp_neg_abs_baseline(x + i, out + i, n - i, table);
+}
+#endif
+
+}  // namespace
+
+void exp_neg_abs(const double* x, double* out, int64_t n) {
+  const double* table = exp2_table().v;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (use_avx2()) {
+    exp_neg_abs_avx2(x, out, n, table);
+    return;
+  }
+#endif
+  exp_neg_abs_baseline(x, out, n, table);
+}
+
+void force_baseline_kernels(bool on) { g_force_baseline.store(on, std::memory_order_relaxed); }
 
 double full_objective(const Problem& p, const double* x, double* grad, Scratch& s) {
   const NodeIndex n = p.num_nodes();

@@ -106,6 +106,10 @@ class Problem {
 // instead of a smaller subnormal, an absolute difference below 1e-307.
 void exp_neg_abs(const double* x, double* out, int64_t n);
 
+// The logistic kernels run in AVX2 where the CPU has it and in baseline SSE2 otherwise, with the same
+// bits either way; true forces the baseline (tests compare the two).
+void force_baseline_kernels(bool on);
+
 // f(x) = (1/n) sum_i f_i(x) on all the data, without noise; fills grad (length dim) when non-null.
 double full_objective(const Problem& p, const double* x, double* grad, Scratch& s);
 
