@@ -217,11 +217,13 @@ std::shared_ptr<RowStore> synthetic_rows(const SyntheticSpec& spec, std::string_
 
 // Minibatch rows are random reads from a data set far larger than L2. Two prefetch distances: rows
 // kPrefetchFar ahead are requested into L2 (prefetcht2), rows kPrefetchNear ahead into L1 (prefetcht0), so
-// that many misses are in flight without the L1 fill buffers filling up. Measured on the development
-// machine (random 40-byte rows of 58 MB): one distance (8 to 96 rows) ~45 ns per row, far 64 + near 8
-// ~32 ns (the machine loaded by other builds).
-constexpr Index kPrefetchFar = 64;
-constexpr Index kPrefetchNear = 8;
+// that many misses are in flight without the L1 fill buffers filling up. The 20-seed synthetic benchmark
+// (192M minibatch rows, 40-byte rows of a 58 MB set; docs/decentral_algorithms.md), idle 2-core AMD EPYC
+// guest, median of 3-5 runs: far/near 64/8 3.67 s, 128/16 3.00, 128/32 2.56, 128/48 2.31, 256/64 2.14,
+// 256/96 2.00, 512/128 1.98, 512/192 2.06. (On the loaded Intel guests of earlier sessions 64/8 was
+// best among 8-96 near distances; that machine's measurements varied by 40% from minute to minute.)
+constexpr Index kPrefetchFar = 512;
+constexpr Index kPrefetchNear = 128;
 
 // Rows through a pointer array (minibatches); p[k] exists for k < avail, so the look-ahead may run on into
 // the next node's rows.
