@@ -13,10 +13,6 @@ namespace orrery {
 
 namespace {
 
-__extension__ typedef unsigned __int128 Uint128;  // GCC/Clang; __extension__ silences -Wpedantic
-
-constexpr uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
 [[noreturn]] void invalid(const Where& where, std::string_view key, std::string message) {
   throw InputError(where.with_key(key), std::move(message));
 }
@@ -87,18 +83,6 @@ RandomStream RandomStream::child(std::string_view name) const {
   return RandomStream(seed_, fnv1a64(name, fnv1a64("/", path_hash_)));
 }
 
-uint64_t RandomStream::next_u64() {
-  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = rotl(s_[3], 45);
-  return result;
-}
-
 double RandomStream::uniform01() {
   // The top 53 bits (xoshiro's low bits are its weakest) scaled exactly by 2^-53.
   return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
@@ -108,22 +92,6 @@ double RandomStream::open01() {
   // (k + 0.5)·2^-52 for k in [0, 2^52): needs 53 significant bits, so it is exact, and lies in
   // [2^-53, 1 - 2^-53].
   return (static_cast<double>(next_u64() >> 12) + 0.5) * 0x1.0p-52;
-}
-
-uint64_t RandomStream::uniform_int(uint64_t n) {
-  ORRERY_ASSERT(n > 0);
-  // Lemire: the high word of x·n is uniform on [0, n) once the low word is outside the first
-  // (2^64 mod n) values of each residue class; the division is only needed when low < n.
-  Uint128 m = static_cast<Uint128>(next_u64()) * n;
-  uint64_t low = static_cast<uint64_t>(m);
-  if (low < n) {
-    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
-    while (low < threshold) {
-      m = static_cast<Uint128>(next_u64()) * n;
-      low = static_cast<uint64_t>(m);
-    }
-  }
-  return static_cast<uint64_t>(m >> 64);
 }
 
 // ---- Distributions ----------------------------------------------------------------------------

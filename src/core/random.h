@@ -43,6 +43,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/assert.h"
 #include "core/error.h"
 
 namespace orrery {
@@ -87,6 +88,37 @@ class RandomStream {
   uint64_t seed_ = 0;
   uint64_t path_hash_ = 0;
 };
+
+// Inline: the minibatch samplers draw hundreds of millions of these (decentral/problem.cc).
+inline uint64_t RandomStream::next_u64() {
+  const auto rotl = [](uint64_t x, int k) { return (x << k) | (x >> (64 - k)); };
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+inline uint64_t RandomStream::uniform_int(uint64_t n) {
+  ORRERY_ASSERT(n > 0);
+  // Lemire: the high word of x·n is uniform on [0, n) once the low word is outside the first
+  // (2^64 mod n) values of each residue class; the division is only needed when low < n.
+  __extension__ typedef unsigned __int128 Uint128;  // GCC/Clang; __extension__ silences -Wpedantic
+  Uint128 m = static_cast<Uint128>(next_u64()) * n;
+  auto low = static_cast<uint64_t>(m);
+  if (low < n) {
+    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
+    while (low < threshold) {
+      m = static_cast<Uint128>(next_u64()) * n;
+      low = static_cast<uint64_t>(m);
+    }
+  }
+  return static_cast<uint64_t>(m >> 64);
+}
 
 // Uniform on [a, b). REQUIRES (InputError): a, b and b - a finite, a <= b (a == b always gives a).
 class Uniform {

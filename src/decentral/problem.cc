@@ -1030,7 +1030,9 @@ Batch GradientOracle::draw(NodeIndex i, int32_t* out) {
   }
   // Floyd's algorithm (Bentley & Floyd, CACM 30(9), 1987): a uniform batch_-subset of {0..m-1} in
   // O(batch_) draws. Membership is a bitmap of m bits, cleared again through the picks (O(batch_)).
-  RandomStream& rng = rng_[static_cast<size_t>(i)];
+  // A local copy of the node's stream (written back below): its state stays in registers while the
+  // bitmap is written.
+  RandomStream rng = rng_[static_cast<size_t>(i)];
   const size_t words = (static_cast<size_t>(m) + 63) / 64;
   if (seen_.size() < words) seen_.resize(words, 0);
   const auto test_and_set = [&](int64_t v) {  // true when v was absent
@@ -1048,6 +1050,7 @@ Batch GradientOracle::draw(NodeIndex i, int32_t* out) {
     out[count] = static_cast<int32_t>(pick);
   }
   for (int64_t r = 0; r < batch_; ++r) seen_[static_cast<size_t>(out[r]) >> 6] = 0;
+  rng_[static_cast<size_t>(i)] = rng;
   samples_ += batch_;
   return Batch{out, batch_, false};
 }
