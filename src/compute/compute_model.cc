@@ -55,6 +55,8 @@
 #include <cmath>
 #include <string_view>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "core/strings.h"
 #include "model/op_inventory.h"
@@ -161,7 +163,7 @@ namespace {
 // read off published benchmarks at 16k keys, head dim 128, bf16, causal forward (backward within a few
 // percent): Ampere FlashAttention-2 0.73 (Dao 2023, the calibration's own). Hopper, H100 SXM5 (Shah et
 // al. 2024, arXiv:2407.08608, Fig. 5): FlashAttention-2 335 TFLOP/s -> 335 x 16896/16384 / 989.4 =
-// 0.35; cuDNN 539 -> 0.56, kept at the calibration's 0.60 (which also matches 518 at 4k: 527);
+// 0.35; cuDNN 539 -> 0.56, kept at the calibration's 0.60 (527 at 4k against 518; 7% fast at 16k);
 // FlashAttention-3 616 -> 0.64. Blackwell takes the Hopper figures (not validated).
 struct KernelEfficiency {
   std::string_view arch;
@@ -182,12 +184,6 @@ constexpr std::array kKernelNames = {std::pair<std::string_view, AttentionKernel
                                      std::pair<std::string_view, AttentionKernel>{"fa2", AttentionKernel::kFlashAttention2},
                                      std::pair<std::string_view, AttentionKernel>{"cudnn", AttentionKernel::kCudnn},
                                      std::pair<std::string_view, AttentionKernel>{"fa3", AttentionKernel::kFlashAttention3}};
-
-std::string list_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 }  // namespace
 
@@ -221,7 +217,7 @@ Calibration with_attention_kernel(Calibration c, const hw::GpuSpec& gpu, Attenti
   throw InputError(where,
                    "no published " + std::string(attention_kernel_name(k)) + " efficiency for GPU '" + gpu.name +
                        "' (architecture " + gpu.architecture + ")",
-                   have.empty() ? std::string("use the default") : "available: default, " + list_names(have));
+                   have.empty() ? std::string("use the default") : fmt::format("available: default, {}", fmt::join(have, ", ")));
 }
 
 Calibration default_calibration(const hw::GpuSpec& gpu) {

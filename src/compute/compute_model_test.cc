@@ -126,9 +126,10 @@ TEST(AttentionKernel, EachLibraryTakesItsPublishedLongSequenceRateOnHopper) {
   };
   EXPECT_NEAR(eff("fa2"), published(335.0), 0.01);
   EXPECT_NEAR(eff("fa3"), published(616.0), 0.01);
-  // cuDNN keeps the calibration's 0.60: 539 at 16k gives 0.56, 518 at 4k gives 518 * 4608 / 4096 /
-  // 989.4 = 0.59; the default is cuDNN's (Transformer Engine, which Megatron-Core runs).
-  EXPECT_NEAR(eff("cudnn"), published(539.0), 0.05);
+  // cuDNN keeps the calibration's 0.60, the default (Transformer Engine, which Megatron-Core runs):
+  // its rate at 4k keys, 0.60 x 4096 / 4608 x 989.4 = 527 TFLOP/s, is within 2% of the published 518;
+  // at 16k it is 576 against 539 (+7%, stated in docs/compute.md).
+  EXPECT_NEAR(eff("cudnn") * 4096.0 / 4608.0 * 989.4, 518.0, 0.02 * 518.0);
   EXPECT_EQ(eff("cudnn"), base.attention_efficiency);
   EXPECT_EQ(eff("default"), base.attention_efficiency);
   // Ampere's calibration is FlashAttention-2's own (Dao 2023: 0.73 of the A100's peak).

@@ -353,16 +353,10 @@ bool use_avx2() {
 #endif
 }
 
+// A row's dot product does not depend on its partner, so the baseline takes the rows one by one.
 template <int kD, class Rows>
 void dots_baseline(const Rows& rows, Index c0, Index c, const Pairs<kD>& px, double* t) {
-  Index r = 0;
-  for (; r + 1 < c; r += 2) {
-    rows.prefetch(c0 + r);
-    rows.prefetch(c0 + r + 1);
-    t[r] = px.dot(rows[c0 + r]);
-    t[r + 1] = px.dot(rows[c0 + r + 1]);
-  }
-  if (r < c) {
+  for (Index r = 0; r < c; ++r) {
     rows.prefetch(c0 + r);
     t[r] = px.dot(rows[c0 + r]);
   }
@@ -469,12 +463,13 @@ double logistic_rows(const Rows& rows, Index lo, Index m, Index d_runtime, const
   if (s.v.size() < kChunk) s.v.resize(kChunk);
   if (s.u.size() < kChunk) s.u.resize(kChunk);
   Pairs<kD> pairs(x);
+  const bool wide = use_avx2();
   double loss = 0;
   for (Index c0 = lo; c0 < lo + m; c0 += kChunk) {
     const Index c = std::min<Index>(kChunk, lo + m - c0);
     double* t = s.v.data();
     if constexpr (kD > 0) {
-      if (use_avx2()) {
+      if (wide) {
         dots_avx2(rows, c0, c, pairs, t);
       } else {
         dots_baseline(rows, c0, c, pairs, t);
@@ -496,7 +491,7 @@ double logistic_rows(const Rows& rows, Index lo, Index m, Index d_runtime, const
     if (g == nullptr) continue;
     tv = -(tv >= 0.0).select(e, 1.0) / (1.0 + e);
     if constexpr (kD > 0) {
-      if (use_avx2()) {
+      if (wide) {
         axpys_avx2(rows, c0, c, t, pairs);
       } else {
         axpys_baseline(rows, c0, c, t, pairs);
@@ -914,10 +909,6 @@ const Exp2Table& exp2_table() {
   static const Exp2Table t;
   return t;
 }
-
-}  // namespace
-
-namespace {
 
 // exp(-|x|) for the sizeof(V) / 8 lanes at x (out: the same count). Written once for two- and
 // four-lane vectors: every lane does the same operations, so both widths give the same bits.
