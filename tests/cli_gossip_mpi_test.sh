@@ -54,6 +54,12 @@ same mpi-mg-pull-diag-gt --algo mg-pull-diag-gt --rounds 2 --topology exponentia
 same mpi-one-peer --algo dsgd --topology one-peer-exponential:8 "${small[@]}"
 same mpi-uneven-blocks --algo push-sum --topology random-strongly-connected:7:0.3:seed=2 "${small[@]}"
 same mpi-sim-time --algo gt --topology ring:4 "${small[@]}" --compute-per-sample "1 ms" --link-latency "1 ms"
+# Federated: clients train on their owners' ranks, the server sums the shared uploads in sampling order.
+same mpi-fedavg --algo fedavg --nodes 7 "${small[@]}" --client-fraction 0.5 --local-steps 3
+same mpi-scaffold-clock --algo scaffold --nodes 8 "${small[@]}" --client-fraction 0.5 \
+  --heterogeneity "compute=lognormal:1ms:0.5,uplink=10Mb/s" --churn 0.3:0.05s
+same mpi-fedbuff-qsgd --algo fedbuff --nodes 6 "${small[@]}" --compress qsgd:4 --buffer 3
+same mpi-choco-qsgd --algo choco-sgd --topology ring:4 "${small[@]}" --compress qsgd:4
 
 # --json too: the document (which does not record --runtime) is byte-identical for 1 and 4 ranks.
 "$bin" -q --json gossip run --algo push-pull --topology exponential:8 "${small[@]}" >"$tmp/j.in.json" 2>/dev/null
@@ -78,8 +84,8 @@ mpi_error() {
 }
 mpi_error mpi-fewer-nodes "runtime: the MPI runtime runs at least one node per rank, but 4 ranks share 3 nodes; start at most 3 ranks" \
   --algo dsgd --topology ring:3 "${small[@]}"
-mpi_error mpi-federated "federated algorithm 'fedavg' is not supported by the MPI runtime" --algo fedavg --nodes 8 "${small[@]}"
-mpi_error mpi-choco-qsgd "choco-sgd with qsgd is not supported by the MPI runtime" --algo choco-sgd --topology ring:4 "${small[@]}" --compress qsgd:4
+mpi_error mpi-gossip-churn "runtime: churn and asynchronous time of gossip algorithms run in-process only" \
+  --algo dsgd --topology ring:4 "${small[@]}" --compute-per-sample "1 ms" --churn 0.2
 mpi_error mpi-bad-algo "unknown algorithm 'dsdg'; did you mean 'dsgd'" --algo dsdg --topology ring:4 "${small[@]}"
 
 finish cli_gossip_mpi

@@ -20,6 +20,11 @@
 //   FedAvg/SCAFFOLD then sample only clients available at the round's start and report the round's end.
 //   The initial server model is the mean of the initial node states. Bytes: one model download and one
 //   upload per client job (SCAFFOLD also moves its control variates).
+//   Processes (decentral/mpi_runtime.h): every process keeps the server state and makes the server's draws
+//   (client sampling, job times), which do not depend on model values; a client's local steps, its random
+//   compressor (its own stream, child "upload/i" of the algorithm's) and its error-feedback memory run on
+//   the process owning it, and the uploads of a round reach every process through StepContext::share before
+//   the server sums them in sampling order: the in-process arithmetic, bit for bit.
 #include <algorithm>
 #include <cmath>
 
@@ -40,13 +45,16 @@ class FederatedBase : public Algorithm {
   }
 
  protected:
-  void setup(const NodeMatrix& x0) {
+  void setup(const NodeMatrix& x0, StepContext& ctx) {
     server_ = x0.colwise().mean();
     view_.resizeLike(x0);
     local_.resize(x0.cols());
     g_.resize(x0.cols());
     delta_.resize(x0.cols());
     acc_ = RowVectorXd::Zero(x0.cols());
+    if (ctx.params.compressor.kind != CompressorKind::kNone) {
+      rng_ = per_node_streams(ctx.rng, "upload", static_cast<NodeIndex>(x0.rows()));
+    }
   }
   // K local SGD steps of client i from `start` into local_ (with an optional control-variate correction).
   void local_sgd(NodeIndex i, const RowVectorXd& start, StepContext& ctx, const RowVectorXd* correction) {
@@ -57,28 +65,32 @@ class FederatedBase : public Algorithm {
       local_ -= ctx.params.lr * g_;
     }
   }
-  // Uploads delta_ (compressed with error feedback when a compressor is set); returns the bytes.
-  int64_t upload(NodeIndex i, StepContext& ctx) {
+  // Client i's upload of delta_ (compressed with error feedback when a compressor is set), in place.
+  void compress_upload(NodeIndex i, StepContext& ctx) {
     const int64_t d = delta_.size();
-    if (ctx.params.compressor.kind == CompressorKind::kNone) return 8 * d;
+    if (ctx.params.compressor.kind == CompressorKind::kNone) return;
     if (errors_.rows() == 0) errors_ = NodeMatrix::Zero(view_.rows(), d);
     auto e = errors_.row(i);
     e += delta_;
-    compress(ctx.params.compressor, e.data(), delta_.data(), d, ctx.rng, idx_);
+    compress(ctx.params.compressor, e.data(), delta_.data(), d, rng_[static_cast<size_t>(i)], idx_);
     e -= delta_;
-    return compressed_bytes(ctx.params.compressor, d);
   }
+  // The bytes of one upload (the same whatever the values).
+  static int64_t upload_bytes(const StepContext& ctx, int64_t d) { return compressed_bytes(ctx.params.compressor, d); }
 
   RowVectorXd server_, local_, g_, delta_, acc_;
   NodeMatrix view_, errors_;
+  NodeMatrix up_;                // the round's uploads, one row per client job (shared between processes)
+  std::vector<NodeIndex> jobs_;  // the clients of up_'s rows
   std::vector<int32_t> idx_;
+  std::vector<RandomStream> rng_;  // per client: its compressor's draws
 };
 
 class FedAvg final : public FederatedBase {
  public:
   explicit FedAvg(bool scaffold) : scaffold_(scaffold) {}
-  void init(const NodeMatrix& x0, StepContext&) override {
-    setup(x0);
+  void init(const NodeMatrix& x0, StepContext& ctx) override {
+    setup(x0, ctx);
     order_.resize(static_cast<size_t>(x0.rows()));
     for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int32_t>(i);
     if (scaffold_) {
@@ -104,23 +116,33 @@ class FedAvg final : public FederatedBase {
       const uint64_t pick = static_cast<uint64_t>(j) + ctx.rng.uniform_int(static_cast<uint64_t>(pool - j));
       std::swap(order_[static_cast<size_t>(j)], order_[pick]);
     }
-    acc_.setZero();
-    if (scaffold_) dc_.setZero();
+    // The sampled clients train on their owners' processes; row j of up_ is client j's upload (then, for
+    // SCAFFOLD, its control-variate change c_i^+ - c_i = -c + (x - x_i) / (K a) = -c - delta / (K a)).
+    jobs_.assign(order_.begin(), order_.begin() + m);
+    up_.resize(m, scaffold_ ? 2 * d : d);
     const double k_lr = static_cast<double>(ctx.params.local_steps) * ctx.params.lr;
     for (int64_t j = 0; j < m; ++j) {
-      const NodeIndex i = order_[static_cast<size_t>(j)];
+      const NodeIndex i = jobs_[static_cast<size_t>(j)];
+      if (!ctx.owns(i)) continue;
       if (scaffold_) corr_ = c_ - ci_.row(i);
       local_sgd(i, server_, ctx, scaffold_ ? &corr_ : nullptr);
       delta_ = local_ - server_;
       if (scaffold_) {
-        // c_i^+ - c_i = -c + (x - x_i) / (K a) = -c - delta / (K a)
-        const RowVectorXd dci = -c_ - delta_ / k_lr;
+        auto dci = up_.row(j).tail(d);
+        dci = -c_ - delta_ / k_lr;
         ci_.row(i) += dci;
-        dc_ += dci;
       }
-      ctx.bytes += (scaffold_ ? 16 : 8) * d + upload(i, ctx) + (scaffold_ ? 8 * d : 0);
-      acc_ += delta_;
+      compress_upload(i, ctx);
+      up_.row(j).head(d) = delta_;
     }
+    ctx.share(jobs_, up_);
+    acc_.setZero();
+    if (scaffold_) dc_.setZero();
+    for (int64_t j = 0; j < m; ++j) {
+      acc_ += up_.row(j).head(d);
+      if (scaffold_) dc_ += up_.row(j).tail(d);
+    }
+    ctx.bytes += m * ((scaffold_ ? 16 : 8) * d + upload_bytes(ctx, d) + (scaffold_ ? 8 * d : 0));
     server_ += ctx.params.server_lr * acc_ / static_cast<double>(m);
     if (scaffold_) c_ += dc_ / static_cast<double>(n);
     if (ctx.clients != nullptr) {
@@ -145,7 +167,7 @@ class FedAsync final : public FederatedBase {
  public:
   explicit FedAsync(bool buffered) : buffered_(buffered) {}
   void init(const NodeMatrix& x0, StepContext& ctx) override {
-    setup(x0);
+    setup(x0, ctx);
     const auto n = static_cast<size_t>(x0.rows());
     snap_.resizeLike(x0);
     snap_.rowwise() = server_;
@@ -162,11 +184,20 @@ class FedAsync final : public FederatedBase {
     const double now = finish_[i];
     ctx.sim_time = now;
     const auto node = static_cast<NodeIndex>(i);
-    local_sgd(node, snap_.row(node), ctx, nullptr);
+    // The arriving client's job runs on its owner's process; its upload reaches every process.
+    jobs_.assign(1, node);
+    up_.resize(1, server_.size());
+    if (ctx.owns(node)) {
+      local_sgd(node, snap_.row(node), ctx, nullptr);
+      delta_ = local_ - snap_.row(node);
+      compress_upload(node, ctx);
+      up_.row(0) = delta_;
+    }
+    ctx.share(jobs_, up_);
+    delta_ = up_.row(0);
     const double tau = static_cast<double>(version_[i] <= server_version_ ? server_version_ - version_[i] : 0);
     const double w = std::pow(1.0 + tau, -ctx.params.staleness_power);
-    delta_ = local_ - snap_.row(node);
-    ctx.bytes += 8 * server_.size() + upload(node, ctx);
+    ctx.bytes += 8 * server_.size() + upload_bytes(ctx, server_.size());
     if (!buffered_) {
       const double alpha = ctx.params.async_alpha * w;
       server_ += alpha * delta_ + alpha * (snap_.row(node) - server_);

@@ -125,6 +125,13 @@ void add_gossip_bytes(StepContext& ctx, const SparseMixing& m, int64_t doubles_p
   ctx.bytes += m.messages() * doubles_per_message * 8;
 }
 
+std::vector<RandomStream> per_node_streams(const RandomStream& rng, std::string_view purpose, NodeIndex n) {
+  std::vector<RandomStream> out;
+  out.reserve(static_cast<size_t>(n));
+  for (NodeIndex i = 0; i < n; ++i) out.push_back(rng.child(fmt::format("{}/{}", purpose, i)));
+  return out;
+}
+
 bool nearly_equal_rows(const Eigen::RowVectorXd& a, const Eigen::RowVectorXd& b, double scale) {
   return (a - b).cwiseAbs().maxCoeff() <= 1e-9 * (1.0 + scale);
 }

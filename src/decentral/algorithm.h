@@ -127,6 +127,11 @@ class GossipExchange {
   virtual void mix(const SparseMixing& m, const NodeMatrix& in, NodeMatrix& out) = 0;
   // On the root: full = the owned rows of x of every process (collective). Elsewhere full is untouched.
   virtual void gather(const NodeMatrix& x, NodeMatrix& full) = 0;
+  // rows has one row per entry of nodes; row j is filled by the process owning node nodes[j] (a node may
+  // appear more than once). Afterwards every process holds every row, bit for bit (collective: every
+  // process calls it with the same nodes and column count). Federated rounds use it for the uploads of the
+  // sampled clients.
+  virtual void share(const std::vector<NodeIndex>& nodes, NodeMatrix& rows) = 0;
 };
 
 // Per-client time and availability for federated algorithms (decentral/heterogeneity.h's NetworkProfile;
@@ -187,6 +192,16 @@ struct StepContext {
   }
   // Every row is exact here (in-process), so whole-matrix invariants can be asserted.
   bool all_rows() const { return exchange == nullptr; }
+  // Whether node i's row is this process's to compute (always in-process).
+  bool owns(NodeIndex i) const { return exchange == nullptr || (i >= exchange->row_begin() && i < exchange->row_end()); }
+  // The owned rows [begin, end) of an n-row matrix.
+  NodeIndex owned_begin() const { return exchange == nullptr ? 0 : exchange->row_begin(); }
+  NodeIndex owned_end(NodeIndex n) const { return exchange == nullptr ? n : exchange->row_end(); }
+  // Row j of rows, computed by the owner of nodes[j], to every process (GossipExchange::share; nothing to do
+  // in-process, where every row is local).
+  void share(const std::vector<NodeIndex>& nodes, NodeMatrix& rows) const {
+    if (exchange != nullptr) exchange->share(nodes, rows);
+  }
 };
 
 class Algorithm {
@@ -226,6 +241,9 @@ const AlgorithmInfo& find_algorithm(std::string_view name, const Where& where);
 
 // Helpers shared by the algorithm files.
 void add_gossip_bytes(StepContext& ctx, const SparseMixing& m, int64_t doubles_per_message);
+// One random stream per node, children "<purpose>/<i>" of rng: a node's draws (compression) depend on its
+// own values only, so the process owning the node makes them alone, and in-process and MPI runs agree.
+std::vector<RandomStream> per_node_streams(const RandomStream& rng, std::string_view purpose, NodeIndex n);
 // Relative tolerance for the conserved-quantity assertions.
 bool nearly_equal_rows(const Eigen::RowVectorXd& a, const Eigen::RowVectorXd& b, double scale);
 

@@ -65,6 +65,7 @@ struct MpiRuntime::Impl {
   NodeMatrix local_in, local_out;     // rows of `in` this rank reads, and its rows of the result
   std::vector<double> sendbuf, recvbuf;
   std::vector<int> sendcounts, sdispls, recvcounts, rdispls, gather_counts, gather_displs;
+  std::vector<int64_t> cursor;
   int64_t bytes_sent = 0;
 
   NodeIndex owner(NodeIndex row) const {
@@ -283,6 +284,43 @@ void MpiRuntime::gather(const NodeMatrix& x, NodeMatrix& full) {
   }
   MPI_Gatherv(x.data() + s.begin * c, as_count((s.end - s.begin) * c), MPI_DOUBLE, s.rank == 0 ? full.data() : nullptr,
               s.gather_counts.data(), s.gather_displs.data(), MPI_DOUBLE, 0, s.world);
+}
+
+void MpiRuntime::share(const std::vector<NodeIndex>& nodes, NodeMatrix& rows) {
+  Impl& s = *impl_;
+  ORRERY_CHECK(rows.rows() == static_cast<Eigen::Index>(nodes.size()));
+  const int64_t c = rows.cols();
+  const auto row_bytes = static_cast<size_t>(c) * sizeof(double);
+  // Each rank contributes the rows of its nodes in list order; MPI_Allgatherv lays the contributions out
+  // by rank, and every rank then walks the list, taking each row from its owner's part.
+  s.gather_counts.assign(static_cast<size_t>(s.size), 0);
+  for (NodeIndex i : nodes) {
+    ORRERY_CHECK(i >= 0 && i < s.n);
+    s.gather_counts[static_cast<size_t>(s.owner(i))] += as_count(c);
+  }
+  s.gather_displs.assign(static_cast<size_t>(s.size), 0);
+  int64_t total = 0;
+  for (int r = 0; r < s.size; ++r) {
+    s.gather_displs[static_cast<size_t>(r)] = as_count(total);
+    total += s.gather_counts[static_cast<size_t>(r)];
+  }
+  s.sendbuf.resize(static_cast<size_t>(s.gather_counts[static_cast<size_t>(s.rank)]));
+  int64_t at = 0;
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    if (nodes[j] < s.begin || nodes[j] >= s.end) continue;
+    std::memcpy(s.sendbuf.data() + at, rows.row(static_cast<Eigen::Index>(j)).data(), row_bytes);
+    at += c;
+  }
+  s.recvbuf.resize(static_cast<size_t>(total));
+  MPI_Allgatherv(s.sendbuf.data(), s.gather_counts[static_cast<size_t>(s.rank)], MPI_DOUBLE, s.recvbuf.data(),
+                 s.gather_counts.data(), s.gather_displs.data(), MPI_DOUBLE, s.world);
+  s.bytes_sent += at * static_cast<int64_t>(sizeof(double)) * (s.size - 1);
+  s.cursor.assign(static_cast<size_t>(s.size), 0);
+  for (size_t j = 0; j < nodes.size(); ++j) {
+    const auto r = static_cast<size_t>(s.owner(nodes[j]));
+    std::memcpy(rows.row(static_cast<Eigen::Index>(j)).data(), s.recvbuf.data() + s.gather_displs[r] + s.cursor[r], row_bytes);
+    s.cursor[r] += c;
+  }
 }
 
 }  // namespace orrery::decentral

@@ -24,8 +24,11 @@
 //             and rank 0 evaluates them with the in-process code: the metrics, bytes (counted by the
 //             algorithms from the matrices, identically on every rank) and simulated time are
 //             byte-identical to the in-process run's. Only rank 0 prints and writes files.
-//   Limits    Federated algorithms (a server and client sampling in one process) and choco-sgd with qsgd
-//             are refused (InputError). Each rank holds the whole problem and full-size n x d matrices
+//   Federated Every rank keeps the server model and makes the server's value-independent draws; a sampled
+//             client trains (and compresses, from its own stream) on its owner, and the round's uploads
+//             reach every rank through share() (MPI_Allgatherv), summed in sampling order everywhere.
+//   Limits    Churn and asynchronous time of gossip algorithms are refused (InputError: the mixing matrices
+//             change every step under churn). Each rank holds the whole problem and full-size n x d matrices
 //             (memory P times the in-process run's) and runs the algorithms' element-wise updates on every
 //             row (O(n d) per step, cheap next to gradients); gradients and gossip arithmetic are its own
 //             rows' only.
@@ -60,8 +63,8 @@ class MpiRuntime final : public GossipExchange {
 
   int rank() const;
   int size() const;
-  // Bytes this rank has sent through neighbourhood exchanges (payload only; a measurement, not the model's
-  // bytes, which the algorithms count).
+  // Bytes this rank has sent through neighbourhood exchanges and shares (payload only, a share's counted once
+  // per other rank; a measurement, not the model's bytes, which the algorithms count).
   int64_t bytes_sent() const;
   // Blocks until every rank arrives (for timings).
   void barrier() const;
@@ -74,6 +77,7 @@ class MpiRuntime final : public GossipExchange {
   bool is_root() const override { return rank() == 0; }
   void mix(const SparseMixing& m, const NodeMatrix& in, NodeMatrix& out) override;
   void gather(const NodeMatrix& x, NodeMatrix& full) override;
+  void share(const std::vector<NodeIndex>& nodes, NodeMatrix& rows) override;
 
   struct Impl;
 

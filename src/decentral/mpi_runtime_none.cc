@@ -29,5 +29,6 @@ NodeIndex MpiRuntime::row_begin() const { return 0; }
 NodeIndex MpiRuntime::row_end() const { return 0; }
 void MpiRuntime::mix(const SparseMixing&, const NodeMatrix&, NodeMatrix&) { ORRERY_CHECK(false); }
 void MpiRuntime::gather(const NodeMatrix&, NodeMatrix&) { ORRERY_CHECK(false); }
+void MpiRuntime::share(const std::vector<NodeIndex>&, NodeMatrix&) { ORRERY_CHECK(false); }
 
 }  // namespace orrery::decentral

@@ -147,8 +147,10 @@ void check_time(const AlgorithmInfo& info, const GraphSequence& seq, const RunSp
                        "use push-sum on time-varying graphs");
     }
   }
-  if (distributed && (churn || spec.time.mode == TimeMode::kAsync)) {
-    throw InputError(where.with_key("runtime"), "churn and asynchronous time run in-process only",
+  // Federated clients' availability is the client clock's, the same on every process; gossip under churn
+  // changes the mixing matrices every step, which the MPI runtime's fixed exchange plans do not follow.
+  if (distributed && ((churn && !info.federated) || spec.time.mode == TimeMode::kAsync)) {
+    throw InputError(where.with_key("runtime"), "churn and asynchronous time of gossip algorithms run in-process only",
                      "run it in-process (--runtime in-process)");
   }
   if (churn && !info.federated && spec.time.mode == TimeMode::kSync && info.need == MatrixNeed::kDoubly) {
@@ -161,23 +163,6 @@ void check_time(const AlgorithmInfo& info, const GraphSequence& seq, const RunSp
                          "use an undirected topology, or push-sum / push-pull on directed graphs");
       }
     }
-  }
-}
-
-// What the MPI runtime cannot run yet (see run()).
-void check_distributable(const AlgorithmInfo& info, const RunSpec& spec, const Where& where) {
-  if (info.federated) {
-    throw InputError(where.with_key("runtime"),
-                     fmt::format("the federated algorithm '{}' is not supported by the MPI runtime yet (its server "
-                                 "and client sampling run in one process)",
-                                 info.name),
-                     "run it in-process (--runtime in-process), or use a gossip algorithm");
-  }
-  if (info.name == "choco-sgd" && spec.params.compressor.kind == CompressorKind::kQsgd) {
-    throw InputError(where.with_key("runtime"),
-                     "choco-sgd with qsgd is not supported by the MPI runtime: its one random stream draws per node "
-                     "depending on that node's values, which other processes do not hold",
-                     "use --compress top-k or rand-k, or run it in-process");
   }
 }
 
@@ -270,7 +255,6 @@ RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& s
                      fmt::format("inconsistent node counts: the topology '{}' has {} nodes, the problem '{}' {}",
                                  seq.name(), seq.num_nodes(), problem.name(), n));
   }
-  if (exchange != nullptr) check_distributable(info, spec, where);
   const HeterogeneitySpec hetero = spec.time.resolved();
   check_time(info, seq, spec, hetero, exchange != nullptr, where);
   const MixingSchedule mix = build_schedule(seq, info, spec.mixing, where);

@@ -25,7 +25,7 @@
 //             algorithm needs (doubly / row / column); iters, batch, seeds, lr out of range; churn with a
 //             doubly stochastic algorithm on a directed graph (the present subgraph is not balanced);
 //             asynchronous time for an algorithm other than push-sum and dsgd, without a compute time, or
-//             dsgd on a time-varying graph; churn or asynchronous time on the MPI runtime.
+//             dsgd on a time-varying graph; churn of a gossip algorithm, or asynchronous time, on the MPI runtime.
 #pragma once
 
 #include <cstdint>
@@ -131,8 +131,7 @@ using ProgressFn = std::function<void(int64_t done, int64_t total)>;
 // With an `exchange` (decentral/mpi_runtime.h) every process calls run() with the same arguments; each
 // computes its own block of nodes and the root alone evaluates the metrics on the gathered iterates, so its
 // result is byte-identical to the in-process run's; the others return a result without points. Federated
-// algorithms, and choco-sgd with qsgd (whose shared random stream depends on every node's values), are
-// refused with an InputError.
+// algorithms run each client's jobs on the process owning it and share the uploads (algo_federated.cc).
 RunResult run(const Problem& problem, const GraphSequence& seq, const RunSpec& spec, const ProgressFn& progress = {},
               const Where& where = {}, GossipExchange* exchange = nullptr);
 
