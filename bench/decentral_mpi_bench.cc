@@ -8,6 +8,8 @@
 //             papers' synthetic setup) with n = ranks nodes and with n = 4 ranks.
 //   digits    Push-Pull, mlp:digits (64 hidden units, d = 4,810), batch 64 per node, n = ranks: gradients
 //             that cost more than the exchange.
+//   churn     the logistic case with n = 4 x ranks under availability churn (30% unavailable, 5 ms mean off
+//             periods, 0.1 ms compute per sample): the step's matrices rebuilt on the present nodes.
 //   fedavg    FedAvg on mlp:digits, 4 clients per rank, all sampled, 5 local steps of batch 64 per round:
 //             the round's 4 x ranks client jobs split over the ranks, one MPI_Allgatherv of the uploads.
 // usage: decentral_mpi_bench [--repeats R] [--iters K]
@@ -42,6 +44,7 @@ struct Case {
   int64_t batch;
   double lr;
   std::string algorithm = "push-pull";
+  bool churn = false;
 };
 
 }  // namespace
@@ -69,6 +72,12 @@ int main(int argc, char** argv) {
                      parse_topology(fmt::format("exponential:{}", n), {}), 200, 0.05});
   }
   {
+    SyntheticSpec s;
+    s.nodes = static_cast<NodeIndex>(4 * ranks);
+    cases.push_back({fmt::format("churn n={}", s.nodes), make_logistic_nonconvex(s),
+                     parse_topology(fmt::format("exponential:{}", s.nodes), {}), 200, 0.05, "push-pull", true});
+  }
+  {
     auto data = std::make_shared<const TrainTest>(read_digits());
     ClassifierSpec c;
     c.kind = ClassifierKind::kMlp;
@@ -90,6 +99,10 @@ int main(int argc, char** argv) {
     spec.batch = c.batch;
     spec.params.lr = c.lr;
     spec.eval_every = iters;
+    if (c.churn) {
+      spec.time.compute_per_sample = orrery::Time::seconds(1e-4);
+      spec.time.hetero.churn = parse_churn("0.3:0.005s", {});
+    }
     const GraphSequence& seq = c.seq;
     std::vector<double> local, dist;
     const int64_t sent0 = mpi->bytes_sent();

@@ -60,6 +60,8 @@ same mpi-scaffold-clock --algo scaffold --nodes 8 "${small[@]}" --client-fractio
   --heterogeneity "compute=lognormal:1ms:0.5,uplink=10Mb/s" --churn 0.3:0.05s
 same mpi-fedbuff-qsgd --algo fedbuff --nodes 6 "${small[@]}" --compress qsgd:4 --buffer 3
 same mpi-choco-qsgd --algo choco-sgd --topology ring:4 "${small[@]}" --compress qsgd:4
+# Churn: the step's matrices on the present nodes, exchanged over the base graph's plans.
+same mpi-churn --algo push-pull --topology exponential:8 "${small[@]}" --compute-per-sample "0.1 ms" --churn 0.3:5ms
 
 # --json too: the document (which does not record --runtime) is byte-identical for 1 and 4 ranks.
 "$bin" -q --json gossip run --algo push-pull --topology exponential:8 "${small[@]}" >"$tmp/j.in.json" 2>/dev/null
@@ -84,8 +86,8 @@ mpi_error() {
 }
 mpi_error mpi-fewer-nodes "runtime: the MPI runtime runs at least one node per rank, but 4 ranks share 3 nodes; start at most 3 ranks" \
   --algo dsgd --topology ring:3 "${small[@]}"
-mpi_error mpi-gossip-churn "runtime: churn and asynchronous time of gossip algorithms run in-process only" \
-  --algo dsgd --topology ring:4 "${small[@]}" --compute-per-sample "1 ms" --churn 0.2
+mpi_error mpi-async "runtime: asynchronous gossip time runs in-process only" \
+  --algo push-sum --topology ring:4 "${small[@]}" --compute-per-sample "1 ms" --time async
 mpi_error mpi-bad-algo "unknown algorithm 'dsdg'; did you mean 'dsgd'" --algo dsdg --topology ring:4 "${small[@]}"
 
 finish cli_gossip_mpi

@@ -1,6 +1,7 @@
 #include "decentral/algorithm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -10,7 +11,11 @@
 
 namespace orrery::decentral {
 
-SparseMixing::SparseMixing(const Eigen::MatrixXd& w) : dense_(w) {
+namespace {
+std::atomic<uint64_t> g_next_mixing_id{1};
+}  // namespace
+
+SparseMixing::SparseMixing(const Eigen::MatrixXd& w) : dense_(w), id_(g_next_mixing_id.fetch_add(1, std::memory_order_relaxed)) {
   ORRERY_CHECK(w.rows() == w.cols());
   const auto n = static_cast<NodeIndex>(w.rows());
   start_.reserve(static_cast<size_t>(n) + 1);

@@ -61,6 +61,9 @@ class SparseMixing {
   int64_t messages() const { return messages_; }
   double diagonal(NodeIndex i) const { return diag_[static_cast<size_t>(i)]; }
   const Eigen::MatrixXd& dense() const { return dense_; }
+  // Unique per constructed matrix (copies share it; 0 for an empty one): lets a cache keyed by address
+  // (the MPI runtime's) see that the matrix at an address was rebuilt, as churn does every step.
+  uint64_t id() const { return id_; }
   // Row i's entries.
   struct Entry {
     NodeIndex col;
@@ -78,6 +81,7 @@ class SparseMixing {
   std::vector<double> diag_;
   int64_t messages_ = 0;
   Eigen::MatrixXd dense_;
+  uint64_t id_ = 0;
 };
 
 enum class MatrixNeed { kNone, kDoubly, kRow, kColumn, kRowAndColumn };

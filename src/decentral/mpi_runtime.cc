@@ -33,6 +33,25 @@ std::vector<NodeIndex> pattern_of(const SparseMixing& m) {
   return key;
 }
 
+// Whether every entry of pattern `b` is one of `a` (both from pattern_of, columns ascending per row).
+bool covers(const std::vector<NodeIndex>& a, const std::vector<NodeIndex>& b) {
+  if (a.size() < b.size()) return false;
+  size_t i = 0, j = 0;
+  while (j < b.size()) {
+    if (i >= a.size()) return false;
+    const NodeIndex na = a[i++], nb = b[j++];
+    const size_t ea = i + static_cast<size_t>(na), eb = j + static_cast<size_t>(nb);
+    while (j < eb) {
+      while (i < ea && a[i] < b[j]) ++i;
+      if (i == ea || a[i] != b[j]) return false;
+      ++i;
+      ++j;
+    }
+    i = ea;
+  }
+  return i == a.size();
+}
+
 // One distinct sparsity pattern: its neighbourhood communicator and which rows go where.
 struct Plan {
   std::vector<NodeIndex> pattern;
@@ -48,6 +67,7 @@ struct Plan {
 // column map is increasing), so SparseMixing::apply computes this rank's rows with the same operations
 // in the same order as on the whole matrix: the same bits.
 struct LocalMixing {
+  uint64_t id = 0;  // SparseMixing::id() of the matrix it was built from
   size_t plan = 0;
   std::vector<NodeIndex> rows;
   SparseMixing m;
@@ -74,6 +94,28 @@ struct MpiRuntime::Impl {
     while (r + 1 < size && block_begin(n, r + 1, size) <= row) ++r;
     while (r > 0 && block_begin(n, r, size) > row) --r;
     return r;
+  }
+
+  // The first plan whose pattern covers m's (its exchanges bring every row m reads; a larger one only sends
+  // rows nobody reads), a new one when none does. The choice depends on m and the plan list alone, which
+  // every rank builds in the same order, so every rank picks the same plan and creates plans (collective)
+  // together.
+  size_t plan_for(const SparseMixing& m) {
+    std::vector<NodeIndex> pattern = pattern_of(m);
+    size_t k = 0;
+    while (k < plans.size() && !covers(plans[k].pattern, pattern)) ++k;
+    if (k == plans.size()) plans.push_back(make_plan(m, std::move(pattern)));
+    return k;
+  }
+
+  // This rank's restriction of m, built once per matrix: a matrix given to setup() hits; one rebuilt at the
+  // same address (churn: each step's matrices on the present nodes) or never seen is restricted anew.
+  const LocalMixing& local_for(const SparseMixing& m) {
+    const auto found = local_of.find(&m);
+    if (found != local_of.end() && found->second.id == m.id()) return found->second;
+    LocalMixing l = restrict_to_rank(m, plan_for(m));
+    l.id = m.id();
+    return local_of[&m] = std::move(l);
   }
 
   void free_plans() {
@@ -206,21 +248,15 @@ void MpiRuntime::setup(NodeIndex n, const MixingSchedule& mix, const Where& wher
   for (const std::vector<SparseMixing>* list : {&mix.w, &mix.a, &mix.b}) {
     for (const SparseMixing& m : *list) {
       ORRERY_CHECK(m.size() == n);
-      std::vector<NodeIndex> pattern = pattern_of(m);
-      size_t k = 0;
-      while (k < s.plans.size() && s.plans[k].pattern != pattern) ++k;
-      if (k == s.plans.size()) s.plans.push_back(s.make_plan(m, std::move(pattern)));
-      s.local_of[&m] = s.restrict_to_rank(m, k);
+      s.local_for(m);
     }
   }
 }
 
 void MpiRuntime::mix(const SparseMixing& m, const NodeMatrix& in, NodeMatrix& out) {
   Impl& s = *impl_;
-  const auto found = s.local_of.find(&m);
-  ORRERY_CHECK(found != s.local_of.end());  // a matrix of the schedule given to setup()
-  ORRERY_CHECK(in.rows() == s.n && &in != &out);
-  const LocalMixing& local = found->second;
+  ORRERY_CHECK(m.size() == s.n && in.rows() == s.n && &in != &out);
+  const LocalMixing& local = s.local_for(m);
   const Plan& p = s.plans[local.plan];
   const int64_t c = in.cols();
   const auto row_bytes = static_cast<size_t>(c) * sizeof(double);

@@ -14,7 +14,8 @@
 //             matrices (a time-varying graph has one per round of its period; the pull A and push B of one
 //             graph share theirs) one distributed-graph communicator is built once
 //             (MPI_Dist_graph_create_adjacent, sources = ranks owning rows this rank reads, destinations =
-//             ranks reading rows this rank owns, no reordering), and each round is one
+//             ranks reading rows this rank owns, no reordering; a pattern covered by an earlier plan's
+//             uses that plan), and each round is one
 //             MPI_Neighbor_alltoallv of whole rows (d doubles each; the n-vector of PULL-DIAG-GT's Diag(A^k)
 //             rows travels the same way). A rank then runs SparseMixing::apply, the very kernel of the
 //             in-process run, on the matrix restricted to the rows it reads (built once: its own rows with
@@ -27,8 +28,12 @@
 //   Federated Every rank keeps the server model and makes the server's value-independent draws; a sampled
 //             client trains (and compresses, from its own stream) on its owner, and the round's uploads
 //             reach every rank through share() (MPI_Allgatherv), summed in sampling order everywhere.
-//   Limits    Churn and asynchronous time of gossip algorithms are refused (InputError: the mixing matrices
-//             change every step under churn). Each rank holds the whole problem and full-size n x d matrices
+//   Churn     A matrix rebuilt at a known address (SparseMixing::id changed; churn does so every step) or
+//             never seen is restricted anew, over the first plan whose pattern covers its pattern (a plan
+//             is created, collectively, only when none does): the choice depends on the matrix and the
+//             plan list alone, identical on every rank.
+//   Limits    Asynchronous gossip time is refused (InputError: one event queue over all nodes). Each rank
+//             holds the whole problem and full-size n x d matrices
 //             (memory P times the in-process run's) and runs the algorithms' element-wise updates on every
 //             row (O(n d) per step, cheap next to gradients); gradients and gossip arithmetic are its own
 //             rows' only.

@@ -82,6 +82,33 @@ void expect_same_trajectory(const Problem& p, const GraphSequence& seq, const st
   EXPECT_EQ(dist.bytes, local.bytes) << algo;
 }
 
+// run() on the runtime against run() in-process: every metric of every evaluation point of every seed, bit
+// for bit (NaN fields compare as bits too).
+// Returns the in-process result.
+RunResult expect_same_metrics(const Problem& p, const GraphSequence& seq, const RunSpec& s) {
+  RunResult local = run(p, seq, s);
+  const RunResult dist = run(p, seq, s, {}, {}, g_mpi);
+  if (!g_mpi->is_root()) {
+    EXPECT_TRUE(dist.summary.empty());
+    return local;
+  }
+  EXPECT_EQ(dist.per_seed.size(), local.per_seed.size());
+  for (size_t r = 0; r < local.per_seed.size() && r < dist.per_seed.size(); ++r) {
+    EXPECT_EQ(dist.per_seed[r].size(), local.per_seed[r].size());
+    if (dist.per_seed[r].size() != local.per_seed[r].size()) continue;
+    for (size_t k = 0; k < local.per_seed[r].size(); ++k) {
+      const MetricPoint& a = dist.per_seed[r][k];
+      const MetricPoint& b = local.per_seed[r][k];
+      for (double MetricPoint::*f : {&MetricPoint::loss, &MetricPoint::grad_norm, &MetricPoint::grad_norm_pi,
+                                      &MetricPoint::consensus, &MetricPoint::bytes, &MetricPoint::sim_time,
+                                      &MetricPoint::participation}) {
+        EXPECT_EQ(std::memcmp(&(a.*f), &(b.*f), sizeof(double)), 0) << s.algorithm << " seed " << r << " point " << k;
+      }
+    }
+  }
+  return local;
+}
+
 TEST(MpiRuntime, BlocksCoverTheNodesInOrder) {
   // floor(r n / P): 6 nodes on 4 ranks -> 0, 1, 3, 4, 6 (blocks of 1, 2, 1, 2).
   const NodeIndex want[] = {0, 1, 3, 4, 6};
@@ -128,32 +155,13 @@ TEST(MpiRuntime, EveryOtherGossipAlgorithmMatchesInProcess) {
 }
 
 TEST(MpiRuntime, RunnerMetricsAreByteIdenticalOverSeeds) {
-  const auto p = logistic(8);
   RunSpec s;
   s.algorithm = "push-pull";
   s.iters = 30;
   s.batch = 16;
   s.seeds = 2;
   s.eval_every = 1;
-  const GraphSequence g = parse_topology("exponential:8", {});
-  const RunResult local = run(*p, g, s);
-  const RunResult dist = run(*p, g, s, {}, {}, g_mpi);
-  if (!g_mpi->is_root()) {
-    EXPECT_TRUE(dist.summary.empty());
-    return;
-  }
-  ASSERT_EQ(dist.per_seed.size(), 2u);
-  for (size_t r = 0; r < 2; ++r) {
-    ASSERT_EQ(dist.per_seed[r].size(), local.per_seed[r].size());
-    for (size_t k = 0; k < local.per_seed[r].size(); ++k) {
-      const MetricPoint& a = dist.per_seed[r][k];
-      const MetricPoint& b = local.per_seed[r][k];
-      for (double MetricPoint::*f : {&MetricPoint::loss, &MetricPoint::grad_norm, &MetricPoint::grad_norm_pi,
-                                      &MetricPoint::consensus, &MetricPoint::bytes}) {
-        EXPECT_EQ(std::memcmp(&(a.*f), &(b.*f), sizeof(double)), 0) << "seed " << r << " point " << k;
-      }
-    }
-  }
+  expect_same_metrics(*logistic(8), parse_topology("exponential:8", {}), s);
 }
 
 TEST(MpiRuntime, FederatedAlgorithmsMatchInProcess) {
@@ -185,7 +193,6 @@ TEST(MpiRuntime, ChocoWithQsgdMatchesInProcess) {
 TEST(MpiRuntime, FederatedRunWithClientClockAndChurnIsByteIdentical) {
   // FedAvg with FedScale-style job times and availability churn: the client clock is the same on every
   // process, so the sampled pools, round ends (sim_time) and metrics must be the in-process run's.
-  const auto p = logistic(8);
   RunSpec s;
   s.algorithm = "fedavg";
   s.iters = 20;
@@ -195,40 +202,46 @@ TEST(MpiRuntime, FederatedRunWithClientClockAndChurnIsByteIdentical) {
   s.params.client_fraction = 0.5;
   s.time.hetero = parse_heterogeneity("compute=lognormal:1ms:0.5,uplink=10Mb/s,downlink=50Mb/s", {});
   s.time.hetero.churn = parse_churn("0.3:0.05s", {});
-  const GraphSequence clients(Graph(8, {}, "clients"));
-  const RunResult local = run(*p, clients, s);
-  const RunResult dist = run(*p, clients, s, {}, {}, g_mpi);
-  if (!g_mpi->is_root()) return;
-  ASSERT_EQ(dist.per_seed.size(), local.per_seed.size());
-  for (size_t r = 0; r < local.per_seed.size(); ++r) {
-    ASSERT_EQ(dist.per_seed[r].size(), local.per_seed[r].size());
-    for (size_t k = 0; k < local.per_seed[r].size(); ++k) {
-      const MetricPoint& a = dist.per_seed[r][k];
-      const MetricPoint& b = local.per_seed[r][k];
-      for (double MetricPoint::*f : {&MetricPoint::loss, &MetricPoint::grad_norm, &MetricPoint::consensus,
-                                      &MetricPoint::bytes, &MetricPoint::sim_time}) {
-        EXPECT_EQ(std::memcmp(&(a.*f), &(b.*f), sizeof(double)), 0) << "seed " << r << " point " << k;
-      }
-    }
-  }
-  // The clock moved: time is simulated, not left at zero.
-  EXPECT_GT(local.per_seed[0].back().sim_time, 0.0);
+  expect_same_metrics(*logistic(8), GraphSequence(Graph(8, {}, "clients")), s);
 }
 
-TEST(MpiRuntime, GossipChurnIsRefused) {
-  const auto p = logistic(4);
+TEST(MpiRuntime, GossipUnderChurnIsByteIdentical) {
+  // Churn rebuilds the step's mixing matrices on the present nodes every step (patterns inside the base
+  // graph's, so the base exchange plans carry them); absent nodes skip the step. Mean off period 5 ms
+  // against ~1.6 ms steps (16 samples x 0.1 ms): nodes leave and return many times in 40 steps.
   RunSpec s;
-  s.algorithm = "dsgd";
+  s.iters = 40;
+  s.batch = 16;
+  s.eval_every = 1;
+  s.time.compute_per_sample = Time::seconds(1e-4);
+  s.time.latency = Time::seconds(1e-4);
+  s.time.hetero.churn = parse_churn("0.3:0.005s", {});
+  const auto p = logistic(7);
+  for (const char* algo : {"dsgd", "gt", "exact-diffusion"}) {
+    s.algorithm = algo;
+    const RunResult r = expect_same_metrics(*p, parse_topology("ring:7", {}), s);
+    // Churn took place: some node-steps were skipped (a 30% unavailable fraction).
+    EXPECT_LT(r.per_seed[0].back().participation, 0.95) << algo;
+  }
+  for (const char* algo : {"push-pull", "push-sum"}) {
+    s.algorithm = algo;
+    expect_same_metrics(*p, parse_topology("directed-ring:7:chords=0-3,5-2", {}), s);
+  }
+  s.algorithm = "push-sum";  // time-varying and directed: one base plan per round of the period
+  expect_same_metrics(*logistic(8), parse_topology("one-peer-exponential:8", {}), s);
+}
+
+TEST(MpiRuntime, AsynchronousGossipIsRefused) {
+  RunSpec s;
+  s.algorithm = "push-sum";
   s.iters = 2;
   s.time.compute_per_sample = Time::seconds(1e-3);
-  s.time.hetero.churn = parse_churn("0.2", {});
+  s.time.mode = TimeMode::kAsync;
   try {
-    run(*p, parse_topology("ring:4", {}), s, {}, {}, g_mpi);
+    run(*logistic(4), parse_topology("ring:4", {}), s, {}, {}, g_mpi);
     ADD_FAILURE() << "expected an InputError";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("churn and asynchronous time of gossip algorithms run in-process only"),
-              std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("asynchronous gossip time runs in-process only"), std::string::npos) << e.what();
   }
 }
 

@@ -25,7 +25,7 @@
 //             algorithm needs (doubly / row / column); iters, batch, seeds, lr out of range; churn with a
 //             doubly stochastic algorithm on a directed graph (the present subgraph is not balanced);
 //             asynchronous time for an algorithm other than push-sum and dsgd, without a compute time, or
-//             dsgd on a time-varying graph; churn of a gossip algorithm, or asynchronous time, on the MPI runtime.
+//             dsgd on a time-varying graph; asynchronous time on the MPI runtime.
 #pragma once
 
 #include <cstdint>
