@@ -17,11 +17,36 @@ assert 0 < d["mfu"] <= d["hfu"] < 1
 assert d["memory"]["weights"] > 0 and isinstance(d["fits"], bool)
 ' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL json keys"; fail=$((fail+1)); fi
 
+# Memory over the step (train/memory_timeline.h): on a 1F1B pipeline (pp 4, 8 micro-batches) the peak
+# stage 0 holds min(p - 0, m) = 4 micro-batches' activations at its peak, the timeline's highest total is
+# the reported peak to the byte, and the step starts and ends with activations and temporary freed.
+pp4=(train --model llama3-8b --gpu h100-sxm --gpus 16 --tp 2 --pp 4 --gbs 16 --seq 8192 --sp yes)
+if "$bin" --json "${pp4[@]}" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+t = d["memory_timeline"]
+assert t["stage"] == d["peak_stage"] == 0, t["stage"]
+s = t["samples"]
+assert max(x["total_bytes"] for x in s) == d["peak_memory_bytes"]
+assert max(x["chunks_held"] for x in s) == 4
+fixed = d["peak_memory_bytes"] - d["memory"]["activations"] - d["memory"]["temporary"]
+assert s[0]["t_s"] == 0 and s[0]["total_bytes"] == fixed and s[-1]["total_bytes"] == fixed
+assert all(a["t_s"] < b["t_s"] for a, b in zip(s, s[1:]))
+assert s[-1]["t_s"] <= d["step_time_s"]
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL memory timeline"; fail=$((fail+1)); fi
+expect memory-profile 0 "memory over the step \(stage 0, in 8 equal slices\)" -- "${pp4[@]}"
+
 # Deterministic: the same command twice gives the same JSON.
 if [ "$("$bin" --json "${gpt[@]}")" = "$("$bin" --json "${gpt[@]}")" ]; then pass=$((pass+1)); else echo "FAIL deterministic"; fail=$((fail+1)); fi
 
 expect trace 0 "" -- "${gpt[@]}" --trace-out "$tmp/trace.json" --trace-ranks 0
-if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["traceEvents"]) > 10' "$tmp/trace.json" 2>/dev/null; then
+if python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert len(d["traceEvents"]) > 10
+c = [e for e in d["traceEvents"] if e["ph"] == "C"]
+assert c and all(e["name"] == "memory (GiB)" and set(e["args"]) == {"activations", "temporary", "other"} for e in c)
+' "$tmp/trace.json" 2>/dev/null; then
   pass=$((pass+1)); else echo "FAIL trace file"; fail=$((fail+1)); fi
 
 # Bad input: one line, exit 2, naming the constraint or flag.

@@ -186,21 +186,60 @@ std::vector<double> parse_stragglers(const std::vector<std::string>& items, cons
   return slow;
 }
 
-std::string chrome_trace(const std::vector<tr::TraceEvent>& events, const tr::Plan& p) {
+std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
+
+// Compute and communication tasks as complete events; each traced stage's memory over the step as a
+// counter track ("memory (GiB)": activations, temporary, and the rest).
+std::string chrome_trace(const tr::TrainResult& r, const tr::Plan& p, const std::vector<int32_t>& stages,
+                         const tr::MemoryConstants& k) {
   Json ev = Json::array();
   const int64_t stride = tr::group_stride(p, tr::Group::kPp);
-  for (const tr::TraceEvent& e : events) {
+  auto pid = [&](int64_t stage) { return fmt::format("rank {} (stage {})", stage * stride, stage); };
+  for (const tr::TraceEvent& e : r.step.trace) {
     ev.push_back(Json{{"name", e.name},
                       {"ph", "X"},
                       {"ts", e.start.to_us()},
                       {"dur", (e.end - e.start).to_us()},
-                      {"pid", fmt::format("rank {} (stage {})", e.stage * stride, e.stage)},
+                      {"pid", pid(e.stage)},
                       {"tid", e.stream}});
+  }
+  for (int32_t s : stages) {
+    for (const tr::MemorySample& m : tr::memory_timeline(p, r.memory, s, r.step.passes, k)) {
+      ev.push_back(Json{{"name", "memory (GiB)"},
+                        {"ph", "C"},
+                        {"ts", m.time.to_us()},
+                        {"pid", pid(s)},
+                        {"args",
+                         {{"activations", m.activations.to_gib()},
+                          {"temporary", m.temporary.to_gib()},
+                          {"other", (m.total - m.activations - m.temporary).to_gib()}}}});
+    }
   }
   return io::dump_json(Json{{"traceEvents", ev}, {"displayTimeUnit", "ms"}});
 }
 
-std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
+// The memory profile in `windows` equal slices of the step: the highest and lowest totals in each slice
+// (the state carried into a slice counts as in it).
+Table memory_profile(const std::vector<tr::MemorySample>& t, Time step, int64_t stage, int windows) {
+  Table out({"time (s)", "peak GiB", "low GiB", "activations at peak", "chunks held at peak"},
+            fmt::format("memory over the step (stage {}, in {} equal slices)", stage, windows));
+  size_t i = 0;
+  tr::MemorySample carried = t.empty() ? tr::MemorySample{} : t.front();
+  for (int w = 0; w < windows; ++w) {
+    const Time lo = Time::seconds(step.to_seconds() * w / windows);
+    const Time hi = Time::seconds(step.to_seconds() * (w + 1) / windows);
+    tr::MemorySample high = carried;
+    Bytes low = carried.total;
+    for (; i < t.size() && (t[i].time < hi || w + 1 == windows); ++i) {
+      if (t[i].total > high.total) high = t[i];
+      low = std::min(low, t[i].total);
+      carried = t[i];
+    }
+    out.add_row({fmt::format("{:.3f}-{:.3f}", lo.to_seconds(), hi.to_seconds()), gib(high.total), gib(low),
+                 gib(high.activations), fmt::format("{}", high.chunks_held)});
+  }
+  return out;
+}
 
 void run_train(Context& ctx, const TrainArgs& a) {
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
@@ -219,8 +258,11 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
   opt.step.stage_slowdown = parse_stragglers(a.stragglers, plan);
   const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels.attention_kernel));
+  opt.memory_timeline = true;
   const tr::TrainResult r = tr::evaluate(model, plan, cluster, cm, opt);
-  if (!a.trace_out.empty()) io::write_file_atomic(a.trace_out, chrome_trace(r.step.trace, plan));
+  if (!a.trace_out.empty()) {
+    io::write_file_atomic(a.trace_out, chrome_trace(r, plan, opt.step.trace_stages, opt.memory));
+  }
 
   const tr::StageMemory& ps = r.memory.stages[static_cast<size_t>(r.memory.peak_stage)];
   const tr::MemoryBreakdown& mb = ps.memory;
@@ -281,6 +323,15 @@ void run_train(Context& ctx, const TrainArgs& a) {
       layers.push_back(Json{{"layer", l.layer}, {"model_states", l.model_states.count()}, {"activations", l.activations.count()}});
     }
     j["memory_by_layer"] = layers;
+    Json samples = Json::array();
+    for (const tr::MemorySample& x : r.memory_timeline) {
+      samples.push_back(Json{{"t_s", x.time.to_seconds()},
+                             {"total_bytes", x.total.count()},
+                             {"activations_bytes", x.activations.count()},
+                             {"temporary_bytes", x.temporary.count()},
+                             {"chunks_held", x.chunks_held}});
+    }
+    j["memory_timeline"] = Json{{"stage", r.memory.peak_stage}, {"samples", samples}};
     ctx.out << io::dump_json(j);
     return;
   }
@@ -315,6 +366,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   for (const auto& [k, v] : mem) m.add_row({k, gib(v)});
   m.add_row({"total", gib(mb.total())});
   ctx.out << m.render() << "\n";
+  ctx.out << memory_profile(r.memory_timeline, r.step.step_time, r.memory.peak_stage, 8).render() << "\n";
   Table t({"time", "s", "share"}, fmt::format("step time by category (stage {})", r.step.breakdown_stage));
   for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
     const Time v = r.step.breakdown[i];

@@ -74,8 +74,10 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     int64_t recomputed = 0;  // layers under full recompute so far
     const int64_t full_layers = p.recompute == Recompute::kFull ? (p.recompute_layers < 0 ? st.layers : p.recompute_layers) : 0;
     int64_t max_layer_params = 0;
+    st.chunk_activations.assign(static_cast<size_t>(p.vp), Bytes(0));
     for (int64_t v = 0; v < p.vp; ++v) {
       const LayerRange range = chunk_layers(p, model.layers, s, v);
+      const Bytes before = act_mb;
       for (int64_t i = 0; i < range.count; ++i) {
         const LayerCost& lc = c.layer[static_cast<size_t>(range.first + i)];
         st.params += lc.params;
@@ -90,14 +92,17 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
         act_mb += a;
         largest_layer = std::max(largest_layer, lc.act_none);
       }
+      st.chunk_activations[static_cast<size_t>(v)] = act_mb - before;
     }
     if (s == 0) {
       st.params += c.pre.params;
       act_mb += c.pre.act_none;
+      st.chunk_activations.front() += c.pre.act_none;
     }
     if (s == p.pp - 1) {
       st.params += c.post.params;
       act_mb += c.post.act_none;
+      st.chunk_activations.back() += c.post.act_none;
     }
     st.inflight_microbatches = inflight_microbatches(p, s);
     MemoryBreakdown& mb = st.memory;

@@ -75,6 +75,7 @@ struct StageMemory {
   int64_t layers = 0;              // transformer layers on the stage (all its virtual chunks)
   int64_t params = 0;              // parameters on one rank of the stage
   double inflight_microbatches = 0;  // micro-batches' worth of the stage's activations held at peak
+  std::vector<Bytes> chunk_activations;  // one micro-batch's saved activations per virtual chunk (vp)
   MemoryBreakdown memory;
 };
 

@@ -61,6 +61,7 @@ class Builder {
     b_last_.assign(n, -1);
     send_f_.assign(n, -1);
     send_b_.assign(n, -1);
+    w_first_.assign(n, -1);
     w_last_.assign(n, -1);
     h2d_.assign(n, -1);
     traced_.assign(static_cast<size_t>(pp_), 0);
@@ -310,6 +311,7 @@ class Builder {
           h2d_[i] = up;
         }
       } else if (pass.kind == PassKind::kWeight) {
+        w_first_[i] = first;
         w_last_[i] = prev;
       } else {
         b_first_[i] = first;
@@ -503,6 +505,21 @@ class Builder {
       }
     }
     r.recompute_flops = Flops(rec * d(m_mb_) * d(p_.tp * p_.cp * p_.dp));
+    r.passes.reserve(f_first_.size() * (p_.schedule == Schedule::kZeroBubble ? 3 : 2));
+    for (int32_t s = 0; s < pp_; ++s) {
+      for (int32_t c = 0; c < v_; ++c) {
+        for (int32_t mb = 0; mb < m_mb_; ++mb) {
+          const size_t i = idx(s, c, mb);
+          auto add_pass = [&](PassKind kind, TaskId first, TaskId last) {
+            if (first < 0 || last < 0) return;
+            r.passes.push_back(PassTiming{s, c, mb, kind, t[static_cast<size_t>(first)].start, t[static_cast<size_t>(last)].end});
+          };
+          add_pass(PassKind::kForward, f_first_[i], f_last_[i]);
+          add_pass(PassKind::kBackward, b_first_[i], b_last_[i]);
+          add_pass(PassKind::kWeight, w_first_[i], w_last_[i]);
+        }
+      }
+    }
     if (!o_.trace_stages.empty()) {
       for (size_t i = 0; i < g_.size(); ++i) {
         if (traced_[static_cast<size_t>(stage_of_[i])] == 0) continue;
@@ -529,7 +546,7 @@ class Builder {
   std::vector<std::string> trace_names_;
   std::vector<std::string> trace_streams_;
   std::vector<uint8_t> traced_;
-  std::vector<TaskId> f_first_, f_last_, b_first_, b_last_, w_last_, send_f_, send_b_, h2d_;
+  std::vector<TaskId> f_first_, f_last_, b_first_, b_last_, w_first_, w_last_, send_f_, send_b_, h2d_;
   Bandwidth pcie_;
   std::vector<std::vector<TaskId>> dp_tasks_;
 };

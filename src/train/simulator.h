@@ -42,6 +42,7 @@
 #include "model/model_spec.h"
 #include "train/comm_model.h"
 #include "train/layer_costs.h"
+#include "train/schedule.h"
 #include "train/plan.h"
 
 namespace orrery::train {
@@ -74,6 +75,17 @@ struct TraceEvent {
   Time end;
 };
 
+// One pass of one micro-batch over one virtual chunk of a stage, as the simulation ran it (a pass split
+// into per-layer tasks runs from its first task's start to its last task's end).
+struct PassTiming {
+  int32_t stage = 0;
+  int32_t chunk = 0;
+  int32_t microbatch = 0;
+  PassKind kind = PassKind::kForward;
+  Time start;
+  Time end;
+};
+
 struct StepOptions {
   std::vector<double> stage_slowdown;  // per stage, >= 1 multiplies its compute; empty: all 1
   std::vector<int32_t> trace_stages;   // stages whose tasks go into StepResult::trace
@@ -88,6 +100,7 @@ struct StepResult {
   Flops recompute_flops;            // per step, whole job
   size_t tasks = 0;
   std::vector<TraceEvent> trace;
+  std::vector<PassTiming> passes;  // every pass of every stage, by (stage, chunk, micro-batch, kind)
 };
 
 // REQUIRES: a valid plan; costs from model_costs() for the same plan and models.

@@ -13,6 +13,9 @@ TrainResult evaluate(const model::ModelSpec& model, const Plan& plan, const Clus
   r.model_flops = model::training_flops_per_token(model, plan.seq, model::AttentionFlops::kFull) * tokens;
   if (!options.simulate) return r;
   r.step = simulate_step(model, plan, costs, compute, comm, options.step);
+  if (options.memory_timeline) {
+    r.memory_timeline = memory_timeline(plan, r.memory, r.memory.peak_stage, r.step.passes, options.memory);
+  }
   const double t = r.step.step_time.to_seconds();
   const double gpus = static_cast<double>(plan.gpus());
   if (t > 0.0) {

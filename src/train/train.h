@@ -19,6 +19,7 @@
 #include "train/comm_model.h"
 #include "train/layer_costs.h"
 #include "train/memory.h"
+#include "train/memory_timeline.h"
 #include "train/plan.h"
 #include "train/simulator.h"
 
@@ -28,6 +29,7 @@ struct EvaluateOptions {
   MemoryConstants memory;
   StepOptions step;
   bool simulate = true;  // false: memory only (a planner's first filter)
+  bool memory_timeline = false;  // fill TrainResult::memory_timeline (needs simulate)
 };
 
 struct TrainResult {
@@ -39,6 +41,7 @@ struct TrainResult {
   double hfu = 0.0;
   Flops model_flops;  // per step, whole job
   FlopRate peak;      // dense peak of the precision, per GPU
+  std::vector<MemorySample> memory_timeline;  // of the peak stage (EvaluateOptions::memory_timeline)
 };
 
 // REQUIRES: validate_plan(model, plan, plan.gpus(), *cluster.gpu) is empty.

@@ -1,0 +1,77 @@
+#include "train/memory_timeline.h"
+
+#include <algorithm>
+
+namespace orrery::train {
+namespace {
+
+struct Event {
+  Time time;
+  Bytes activations;  // signed change
+  Bytes temporary;
+  int32_t chunks = 0;
+};
+
+}  // namespace
+
+std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& memory, int64_t stage,
+                                          const std::vector<PassTiming>& passes, const MemoryConstants& k) {
+  const StageMemory& st = memory.stages.at(static_cast<size_t>(stage));
+  const MemoryBreakdown& mb = st.memory;
+  const Bytes fixed_tensors = mb.weights + mb.gradients + mb.optimizer + mb.communication;
+  const bool split = plan.schedule == Schedule::kZeroBubble;
+  std::vector<Event> ev;
+  ev.reserve(passes.size() * 2);
+  for (const PassTiming& x : passes) {
+    if (x.stage != stage) continue;
+    const Bytes chunk = st.chunk_activations.at(static_cast<size_t>(x.chunk));
+    if (plan.activation_offload) {
+      if (x.kind == PassKind::kWeight) continue;
+      ev.push_back(Event{x.start, mb.activations, Bytes(0), 0});
+      ev.push_back(Event{x.end, Bytes(0) - mb.activations, Bytes(0), 0});
+    } else if (x.kind == PassKind::kForward) {
+      ev.push_back(Event{x.end, chunk, Bytes(0), 1});
+    } else if (x.kind == (split ? PassKind::kWeight : PassKind::kBackward)) {
+      ev.push_back(Event{x.end, Bytes(0) - chunk, Bytes(0), -1});
+    }
+    if (x.kind == PassKind::kBackward) {
+      ev.push_back(Event{x.start, Bytes(0), mb.temporary, 0});
+      ev.push_back(Event{x.end, Bytes(0), Bytes(0) - mb.temporary, 0});
+    }
+  }
+  std::stable_sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) { return a.time < b.time; });
+  auto sample = [&](Time t, Bytes act, Bytes temp, int32_t chunks) {
+    const Bytes tensors = fixed_tensors + act + temp;
+    const Bytes total = tensors + mb.context + Bytes::from_double(tensors.to_double() * k.allocator_fraction);
+    return MemorySample{t, act, temp, total, chunks};
+  };
+  std::vector<MemorySample> out;
+  out.reserve(ev.size() + 1);
+  Bytes act, temp;
+  int32_t chunks = 0;
+  out.push_back(sample(Time::zero(), act, temp, chunks));
+  for (size_t i = 0; i < ev.size();) {
+    const Time t = ev[i].time;
+    for (; i < ev.size() && ev[i].time == t; ++i) {
+      act += ev[i].activations;
+      temp += ev[i].temporary;
+      chunks += ev[i].chunks;
+    }
+    if (out.back().time == t) {
+      out.back() = sample(t, act, temp, chunks);
+    } else {
+      out.push_back(sample(t, act, temp, chunks));
+    }
+  }
+  return out;
+}
+
+MemorySample timeline_peak(const std::vector<MemorySample>& samples) {
+  MemorySample best;
+  for (const MemorySample& s : samples) {
+    if (s.total > best.total) best = s;
+  }
+  return best;
+}
+
+}  // namespace orrery::train

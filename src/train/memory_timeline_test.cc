@@ -1,0 +1,150 @@
+#include "train/memory_timeline.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "train/test_support.h"
+
+#include "compute/compute_model.h"
+#include "train/comm_model.h"
+#include "train/layer_costs.h"
+#include "train/schedule.h"
+
+namespace orrery::train {
+namespace {
+
+using testing::test_gpu;
+
+class ZeroComm final : public CommModel {
+ public:
+  Time collective(coll::Op, Bytes, Group) const override { return Time::zero(); }
+  Time p2p(Bytes) const override { return Time::zero(); }
+};
+
+struct Simulated {
+  MemoryReport memory;
+  StepResult step;
+};
+
+// A 16-layer Llama-style model on p pipeline stages with m micro-batches, no communication cost.
+Simulated run(Schedule schedule, int64_t p, int64_t m, int64_t v = 1, bool offload = false) {
+  static const auto model = model::ModelSpec::llama({16, 1024, 8, 8, 4096, 32000, 1024});
+  static const hw::GpuSpec gpu = test_gpu();
+  static const compute::ComputeModel cm(gpu);
+  const ZeroComm comm;
+  Plan plan;
+  plan.pp = p;
+  plan.vp = v;
+  plan.gbs = m;
+  plan.seq = 1024;
+  plan.schedule = schedule;
+  plan.activation_offload = offload;
+  const ModelCosts c = model_costs(model, plan, cm, comm);
+  Simulated r{memory_model(model, plan, c, gpu), simulate_step(model, plan, c, cm, comm)};
+  return r;
+}
+
+Plan plan_of(Schedule schedule, int64_t p, int64_t m, int64_t v = 1) {
+  Plan plan;
+  plan.pp = p;
+  plan.vp = v;
+  plan.gbs = m;
+  plan.schedule = schedule;
+  return plan;
+}
+
+int32_t most_chunks(const std::vector<MemorySample>& t) {
+  int32_t n = 0;
+  for (const MemorySample& s : t) n = std::max(n, s.chunks_held);
+  return n;
+}
+
+// GPipe holds all m micro-batches before the first backward; 1F1B holds min(p - s, m) on stage s
+// (Narayanan et al. 2021, Sec. 2.2; the memory model's closed form). With equal chunks the timeline's
+// peak is the report's total to the byte: the report multiplies one micro-batch's activations by the
+// same count and adds the same backward working set.
+TEST(MemoryTimeline, GpipeAnd1F1BHoldTheClosedFormCountAndReachTheReportedPeak) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB}) {
+    for (int64_t m : {2, 8}) {
+      const int64_t p = 4;
+      const Simulated r = run(schedule, p, m);
+      const Plan plan = plan_of(schedule, p, m);
+      for (int64_t s = 0; s < p; ++s) {
+        const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+        const int64_t expected = schedule == Schedule::kGpipe ? m : std::min(p - s, m);
+        EXPECT_EQ(most_chunks(t), expected) << schedule_name(schedule) << " m " << m << " stage " << s;
+        EXPECT_EQ(timeline_peak(t).total, r.memory.stages[static_cast<size_t>(s)].memory.total())
+            << schedule_name(schedule) << " m " << m << " stage " << s;
+      }
+    }
+  }
+}
+
+// Interleaved 1F1B with v chunks: Megatron-LM's warm-up 2(p - s - 1) + (v - 1)p forwards plus the one of
+// the steady state, at most m v: stage 0 of p = 4, v = 2, m = 8 holds 6 + 4 + 1 = 11 chunks, stage 3
+// holds 0 + 4 + 1 = 5.
+TEST(MemoryTimeline, InterleavedHoldsMegatronsWarmUpPlusOneChunks) {
+  const int64_t p = 4, m = 8, v = 2;
+  const Simulated r = run(Schedule::kInterleaved, p, m, v);
+  const Plan plan = plan_of(Schedule::kInterleaved, p, m, v);
+  for (int64_t s = 0; s < p; ++s) {
+    const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+    EXPECT_EQ(most_chunks(t), std::min(2 * (p - s - 1) + (v - 1) * p + 1, m * v)) << "stage " << s;
+  }
+}
+
+// ZB-H1 as scheduled (train/schedule.h): stage s runs W of micro-batch j after B of micro-batch j + s,
+// and the timeline frees a micro-batch's activations after its W. While B(k) runs, micro-batches
+// k - s .. k - 1 wait for their W and k .. k + p - s - 1 have run their forward: p in all, on every
+// stage (min(p, m) with fewer micro-batches).
+TEST(MemoryTimeline, ZeroBubbleHoldsPMicrobatchesOnEveryStageUntilTheirWeightPasses) {
+  const int64_t p = 4;
+  for (int64_t m : {3, 8}) {
+    const Simulated r = run(Schedule::kZeroBubble, p, m);
+    const Plan plan = plan_of(Schedule::kZeroBubble, p, m);
+    for (int64_t s = 0; s < p; ++s) {
+      const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+      EXPECT_EQ(most_chunks(t), std::min(p, m)) << "m " << m << " stage " << s;
+    }
+  }
+}
+
+// Every allocation is freed: the step starts and ends with the model states, buffers and context only
+// (the report's total less activations and temporary), and time runs forward.
+TEST(MemoryTimeline, StartsAndEndsWithTheStaticMemoryAndIsOrderedInTime) {
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubble}) {
+    const Simulated r = run(schedule, 2, 4);
+    const Plan plan = plan_of(schedule, 2, 4);
+    for (int64_t s = 0; s < 2; ++s) {
+      const MemoryBreakdown& mb = r.memory.stages[static_cast<size_t>(s)].memory;
+      const Bytes fixed = mb.total() - mb.activations - mb.temporary;
+      const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+      ASSERT_GE(t.size(), 2u);
+      EXPECT_EQ(t.front().time, Time::zero());
+      EXPECT_EQ(t.front().total, fixed);
+      EXPECT_EQ(t.back().total, fixed) << schedule_name(schedule) << " stage " << s;
+      EXPECT_EQ(t.back().activations.count(), 0);
+      EXPECT_EQ(t.back().temporary.count(), 0);
+      EXPECT_EQ(t.back().chunks_held, 0);
+      for (size_t i = 1; i < t.size(); ++i) EXPECT_LT(t[i - 1].time, t[i].time);
+      EXPECT_LE(t.back().time, r.step.step_time);
+    }
+  }
+}
+
+// With activation offload the GPU holds only the report's on-GPU share while a pass runs, so the peak
+// is the report's total (that share plus the backward working set) and no chunk stays resident.
+TEST(MemoryTimeline, OffloadHoldsOnlyTheOnGpuShareDuringPasses) {
+  const Simulated r = run(Schedule::kOneFOneB, 2, 4, 1, true);
+  Plan plan = plan_of(Schedule::kOneFOneB, 2, 4);
+  plan.activation_offload = true;
+  for (int64_t s = 0; s < 2; ++s) {
+    const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+    EXPECT_EQ(most_chunks(t), 0);
+    EXPECT_EQ(timeline_peak(t).total, r.memory.stages[static_cast<size_t>(s)].memory.total());
+  }
+}
+
+}  // namespace
+}  // namespace orrery::train
