@@ -47,8 +47,8 @@ double inflight_microbatches(const Plan& p, int64_t s) {
   const int64_t m = p.microbatches();
   switch (p.schedule) {
     case Schedule::kGpipe: return d(m);
-    case Schedule::kOneFOneB:
-    case Schedule::kZeroBubble: return d(std::min(p.pp - s, m));
+    case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));
+    case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
     case Schedule::kInterleaved: {
       const int64_t chunks = std::min(2 * (p.pp - s - 1) + (p.vp - 1) * p.pp + 1, m * p.vp);
       return d(chunks) / d(p.vp);

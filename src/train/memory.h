@@ -17,7 +17,10 @@
 //   Activations per micro-batch: train/layer_costs.h (Korthikanti et al. 2022, Sec. 4) summed over the
 //     stage's layers; full recompute on N layers keeps the input only on those N layers.
 //     Micro-batches in flight on pipeline stage s of p with m micro-batches (Narayanan et al. 2021, SC'21,
-//     Sec. 2.2; Korthikanti Sec. 4.2.3):  GPipe m;  1F1B and ZB-H1 min(p - s, m);  interleaved with v
+//     Sec. 2.2; Korthikanti Sec. 4.2.3):  GPipe m;  1F1B min(p - s, m);  ZB-H1 as train/schedule.h runs
+//     it min(p, m) on every stage (stage s defers W of micro-batch j until after B of j + s, and W still
+//     reads the layers' inputs, so s more are held: Qi et al.'s p M_B bound, reached on every stage);
+//     interleaved with v
 //     virtual stages: min(2(p - s - 1) + (v - 1)p + 1, m v) chunks of L/(p v) layers (Megatron-LM's
 //     warm-up count plus the one in steady state; on stage 0 this is L (1 + (p-1)/(p v)) layers' worth,
 //     Korthikanti's factor). Activation offload keeps one micro-batch's chunk on the GPU (plus the

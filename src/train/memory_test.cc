@@ -121,6 +121,8 @@ TEST(Memory, InflightMicrobatchesFollowTheSchedule) {
   p.schedule = Schedule::kOneFOneB;
   EXPECT_EQ(inflight_microbatches(p, 0), 4.0);  // min(p - 0, m)
   EXPECT_EQ(inflight_microbatches(p, 3), 1.0);
+  p.schedule = Schedule::kZeroBubble;
+  EXPECT_EQ(inflight_microbatches(p, 3), 4.0);  // 1 in flight + 3 awaiting W (W of j after B of j + 3)
   p.schedule = Schedule::kInterleaved;
   p.vp = 2;
   // Korthikanti Sec. 4.2.3: stage 0 holds p (1 + (p-1)/(p v)) micro-batches' worth = 4 * (1 + 3/8) = 5.5.

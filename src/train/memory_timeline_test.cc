@@ -97,7 +97,7 @@ TEST(MemoryTimeline, InterleavedHoldsMegatronsWarmUpPlusOneChunks) {
 // ZB-H1 as scheduled (train/schedule.h): stage s runs W of micro-batch j after B of micro-batch j + s,
 // and the timeline frees a micro-batch's activations after its W. While B(k) runs, micro-batches
 // k - s .. k - 1 wait for their W and k .. k + p - s - 1 have run their forward: p in all, on every
-// stage (min(p, m) with fewer micro-batches).
+// stage (min(p, m) with fewer micro-batches), the memory model's count, so the peaks agree.
 TEST(MemoryTimeline, ZeroBubbleHoldsPMicrobatchesOnEveryStageUntilTheirWeightPasses) {
   const int64_t p = 4;
   for (int64_t m : {3, 8}) {
@@ -106,6 +106,7 @@ TEST(MemoryTimeline, ZeroBubbleHoldsPMicrobatchesOnEveryStageUntilTheirWeightPas
     for (int64_t s = 0; s < p; ++s) {
       const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
       EXPECT_EQ(most_chunks(t), std::min(p, m)) << "m " << m << " stage " << s;
+      EXPECT_EQ(timeline_peak(t).total, r.memory.stages[static_cast<size_t>(s)].memory.total()) << "m " << m << " stage " << s;
     }
   }
 }
