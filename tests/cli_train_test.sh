@@ -70,6 +70,23 @@ then pass=$((pass+1)); else echo "FAIL straggler slows the step"; fail=$((fail+1
 expect straggler-bad-stage 2 "--straggler.*'2:1.5': expected STAGE:FACTOR with STAGE in \[0, 2\)" -- "${pp2[@]}" --straggler 2:1.5
 expect straggler-bad-factor 2 "--straggler.*FACTOR >= 1" -- "${pp2[@]}" --straggler 0:0.5
 one_line_error straggler-one-line "${pp2[@]}" --straggler x
+# A slow link (train/comm_model.h): tp 8 fills a machine, so a slow NIC leaves a one-machine job alone
+# (no group uses the network) while a slow NVLink port slows its TP collectives and so the step.
+tp8=(train --model llama3-8b --gpu h100-sxm --gpus 8 --tp 8 --gbs 8 --seq 8192 --sp yes)
+if python3 - "$("$bin" --json "${tp8[@]}")" "$("$bin" --json "${tp8[@]}" --slow-link 3:nic:8)" \
+    "$("$bin" --json "${tp8[@]}" --slow-link 3:nvlink:2)" <<'PY' 2>/dev/null
+import json, sys
+a, nic, nvl = (json.loads(x) for x in sys.argv[1:4])
+assert a["slow_links"] == [] and nic["slow_links"] == [{"rank": 3, "link": "nic", "factor": 8.0}]
+assert nic["step_time_s"] == a["step_time_s"]
+assert nvl["step_time_s"] > a["step_time_s"] and nvl["time"]["tp"] > a["time"]["tp"]
+PY
+then pass=$((pass+1)); else echo "FAIL slow link"; fail=$((fail+1)); fi
+expect slow-link-row 0 "slow link +rank 3 \(stage 0\) nvlink at 1/2 of its bandwidth" -- "${tp8[@]}" --slow-link 3:nvlink:2
+expect slow-link-rank 2 "--slow-link: '8:nic:2': no such rank; expected RANK:KIND:FACTOR with RANK in \[0, 8\)" -- "${tp8[@]}" --slow-link 8:nic:2
+expect slow-link-kind 2 "unknown link kind 'nvlnk' \(did you mean 'nvlink'\?\)" -- "${tp8[@]}" --slow-link 1:nvlnk:2
+expect slow-link-factor 2 "'1:nic:0.5': the factor is below 1" -- "${tp8[@]}" --slow-link 1:nic:0.5
+one_line_error slow-link-one-line "${tp8[@]}" --slow-link 1:nic
 expect gbs 2 "does not divide gbs=500" -- "${gpt[@]}" --gbs 500
 expect bad-recompute 2 "unknown recompute mode 'ful'.*full" -- "${gpt[@]}" --recompute ful
 one_line_error bad-recompute-one-line "${gpt[@]}" --recompute ful

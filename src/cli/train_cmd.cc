@@ -44,6 +44,7 @@ struct TrainArgs {
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   bool activation_offload = false, optimizer_offload = false;
   std::vector<std::string> stragglers;
+  std::vector<std::string> slow_links;
   std::string trace_out, trace_ranks;
   VideoArgs video;  // DiT sample (train_common.h)
   bool seq_given = false;
@@ -186,6 +187,50 @@ std::vector<double> parse_stragglers(const std::vector<std::string>& items, cons
   return slow;
 }
 
+// --slow-link RANK:KIND:FACTOR (repeatable): global rank RANK's NIC or NVLink port runs FACTOR times
+// slower (train/comm_model.h SlowLink).
+std::vector<tr::SlowLink> parse_slow_links(const std::vector<std::string>& items, const tr::Plan& p) {
+  std::vector<tr::SlowLink> out;
+  const std::vector<std::string> kinds = {"nic", "nvlink"};
+  for (const std::string& item : items) {
+    std::vector<std::string> parts;
+    for (size_t from = 0;;) {
+      const size_t colon = item.find(':', from);
+      parts.push_back(item.substr(from, colon == std::string::npos ? std::string::npos : colon - from));
+      if (colon == std::string::npos) break;
+      from = colon + 1;
+    }
+    auto bad = [&](const std::string& why) {
+      return InputError(kCl.with_key("--slow-link"),
+                        fmt::format("'{}': {}; expected RANK:KIND:FACTOR with RANK in [0, {}), KIND nic or nvlink and "
+                                    "FACTOR >= 1, e.g. 12:nic:4",
+                                    item, why, p.gpus()));
+    };
+    if (parts.size() != 3) throw bad("not three fields");
+    tr::SlowLink l;
+    try {
+      size_t used = 0;
+      l.rank = std::stoll(parts[0], &used);
+      if (used != parts[0].size()) throw bad("the rank is not an integer");
+      l.factor = std::stod(parts[2], &used);
+      if (used != parts[2].size()) throw bad("the factor is not a number");
+    } catch (const std::logic_error&) {
+      throw bad("the rank or the factor is not a number");
+    }
+    if (l.rank < 0 || l.rank >= p.gpus()) throw bad("no such rank");
+    if (!(l.factor >= 1.0) || !std::isfinite(l.factor)) throw bad("the factor is below 1");
+    if (parts[1] == "nic") {
+      l.kind = tr::LinkKind::kNic;
+    } else if (parts[1] == "nvlink") {
+      l.kind = tr::LinkKind::kScaleup;
+    } else {
+      throw bad(fmt::format("unknown link kind '{}' ({})", parts[1], suggest(parts[1], kinds)));
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
 
 // Compute and communication tasks as complete events; each traced stage's memory over the step as a
@@ -257,6 +302,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   tr::EvaluateOptions opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
   opt.step.stage_slowdown = parse_stragglers(a.stragglers, plan);
+  opt.slow_links = parse_slow_links(a.slow_links, plan);
   const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels.attention_kernel));
   opt.memory_timeline = true;
   const tr::TrainResult r = tr::evaluate(model, plan, cluster, cm, opt);
@@ -299,6 +345,11 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"dp_sharding", tr::sharding_name(plan.sharding)}};
     if (model.is_dit()) j["video"] = video_json(model.dit);
     j["stragglers"] = opt.step.stage_slowdown;  // per stage slowdown factor; empty = none
+    Json links = Json::array();
+    for (const tr::SlowLink& l : opt.slow_links) {
+      links.push_back(Json{{"rank", l.rank}, {"link", tr::link_kind_name(l.kind)}, {"factor", l.factor}});
+    }
+    j["slow_links"] = links;
     j["step_time_s"] = r.step.step_time.to_seconds();
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
     j["tflops_per_gpu"] = r.tflops_per_gpu;
@@ -358,6 +409,10 @@ void run_train(Context& ctx, const TrainArgs& a) {
   s.add_row({"peak memory (GiB)", fmt::format("{} of {} (rank {}, stage {})", gib(r.memory.peak), gib(r.memory.capacity),
                                               r.memory.peak_rank, r.memory.peak_stage)});
   s.add_row({"fits", r.memory.fits ? "yes" : "NO"});
+  for (const tr::SlowLink& l : opt.slow_links) {
+    s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
+                                        l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
+  }
   s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W",
                                     a.kernels.attention_kernel, cm.calibration().attention_efficiency, a.kernels.fusion,
                                     gpu.power().watts())});
@@ -453,6 +508,10 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--straggler", a->stragglers,
                 "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")
       ->type_name("STAGE:FACTOR");
+  c->add_option("--slow-link", a->slow_links,
+                "RANK:KIND:FACTOR: rank RANK's nic or nvlink runs FACTOR x slower; its groups' collectives "
+                "and pipeline transfers over that link slow down (repeatable)")
+      ->type_name("RANK:KIND:FACTOR");
   add_video_options(c, a->video);
   c->add_option("--trace-out", a->trace_out, "write a Chrome/Perfetto trace of one step")->type_name("FILE");
   c->add_option("--trace-ranks", a->trace_ranks, "ranks to trace, comma-separated (default 0)")->type_name("LIST");

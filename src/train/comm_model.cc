@@ -22,7 +22,10 @@ ClusterSpec ClusterSpec::from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec
   return c;
 }
 
-AlphaBetaComm::AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan) : cluster_(cluster), plan_(plan) {}
+std::string_view link_kind_name(LinkKind k) { return k == LinkKind::kNic ? "nic" : "nvlink"; }
+
+AlphaBetaComm::AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan, LinkFactors links)
+    : cluster_(cluster), plan_(plan), links_(links) {}
 
 coll::AlphaBetaParams AlphaBetaComm::params(Group g) const {
   const int64_t n = group_size(plan_, g);
@@ -35,15 +38,17 @@ coll::AlphaBetaParams AlphaBetaComm::params(Group g) const {
   p.ranks_per_node = per_node;
   const Bandwidth intra = intra_node_bandwidth();
   p.intra = coll::Level{cluster_.scaleup_latency, intra};
-  p.inter = coll::Level{cluster_.network_latency, cluster_.nic_bandwidth * cluster_.network_efficiency};
+  p.inter = coll::Level{cluster_.network_latency, cluster_.nic_bandwidth * (cluster_.network_efficiency / links_.nic)};
   p.inter_parallel = per_node;
   return p;
 }
 
 // NVLink/NVSwitch when the GPU has it; otherwise PCIe at 75% of its per-direction rate.
 Bandwidth AlphaBetaComm::intra_node_bandwidth() const {
-  return cluster_.scaleup_bandwidth.bytes_per_second() > 0 ? cluster_.scaleup_bandwidth * cluster_.scaleup_efficiency
-                                                           : cluster_.pcie_bandwidth * 0.75;
+  const Bandwidth nominal = cluster_.scaleup_bandwidth.bytes_per_second() > 0
+                                ? cluster_.scaleup_bandwidth * cluster_.scaleup_efficiency
+                                : cluster_.pcie_bandwidth * 0.75;
+  return nominal * (1.0 / links_.scaleup);
 }
 
 Time AlphaBetaComm::collective(coll::Op op, Bytes size, Group g) const {
@@ -59,7 +64,8 @@ Time AlphaBetaComm::p2p(Bytes size) const {
   const int64_t stride = group_stride(plan_, Group::kPp);
   const bool same_node = stride < cluster_.gpus_per_node;
   // A GPU without NVLink (L40S, PCIe cards) sends to its neighbour stage over PCIe.
-  const Bandwidth bw = same_node ? intra_node_bandwidth() : cluster_.nic_bandwidth * cluster_.network_efficiency;
+  const Bandwidth bw =
+      same_node ? intra_node_bandwidth() : cluster_.nic_bandwidth * (cluster_.network_efficiency / links_.nic);
   const Time lat = same_node ? cluster_.scaleup_latency : cluster_.network_latency;
   return lat + size / bw;
 }

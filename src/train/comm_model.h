@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "coll/alpha_beta.h"
 #include "coll/collective.h"
@@ -52,6 +53,24 @@ struct ClusterSpec {
                                   Bandwidth nic = Bandwidth(50e9));
 };
 
+// A link of one GPU that runs slower than its kind's rate: a degraded NIC, or a degraded NVLink port
+// (the scale-up link; PCIe where the GPU has no NVLink).
+enum class LinkKind : uint8_t { kNic, kScaleup };
+std::string_view link_kind_name(LinkKind k);  // "nic", "nvlink"
+
+struct SlowLink {
+  int64_t rank = 0;  // global rank whose link is slow
+  LinkKind kind = LinkKind::kNic;
+  double factor = 1.0;  // >= 1: the link's bandwidth is divided by it
+};
+
+// Bandwidth divisors of the links of the rank a communication model stands for (1 = nominal).
+struct LinkFactors {
+  double nic = 1.0;
+  double scaleup = 1.0;
+  bool nominal() const { return nic == 1.0 && scaleup == 1.0; }
+};
+
 class CommModel {
  public:
   virtual ~CommModel() = default;
@@ -64,7 +83,11 @@ class CommModel {
 
 class AlphaBetaComm final : public CommModel {
  public:
-  AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan);
+  // `links`: the rank's own links are slower (SlowLink). A ring or tree runs at its slowest link, so every
+  // collective of a group whose traffic uses the slow link kind (the network when the group spans
+  // machines, the scale-up link when two or more members share one) sees that level's bandwidth divided
+  // by the factor; a pipeline transfer over that link kind likewise.
+  AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan, LinkFactors links = {});
   Time collective(coll::Op op, Bytes size, Group g) const override;
   Time p2p(Bytes size) const override;
   // The alpha-beta parameters of group g (for tests and docs).
@@ -74,6 +97,7 @@ class AlphaBetaComm final : public CommModel {
   Bandwidth intra_node_bandwidth() const;
   ClusterSpec cluster_;
   Plan plan_;
+  LinkFactors links_;
 };
 
 }  // namespace orrery::train

@@ -89,6 +89,19 @@ class Builder {
   const LayerRange& range(int32_t s, int32_t c) const { return ranges_[range_idx(s, c)]; }
   int64_t n_layers(int32_t s, int32_t c) const { return range(s, c).count; }
   int64_t layer_of(int32_t s, int32_t c, int64_t i) const { return range(s, c).first + i; }
+  // Stage s's communication model and layer costs: a slow link makes one stage's differ (StepOptions).
+  const CommModel& comm(int32_t s) const {
+    const auto i = static_cast<size_t>(s);
+    return i < o_.stage_comm.size() && o_.stage_comm[i] != nullptr ? *o_.stage_comm[i] : comm_;
+  }
+  const ModelCosts& costs(int32_t s) const {
+    const auto i = static_cast<size_t>(s);
+    return i < o_.stage_costs.size() && o_.stage_costs[i] != nullptr ? *o_.stage_costs[i] : c_;
+  }
+  // A pipeline transfer runs at the slower of its two ends.
+  Time send_time(int32_t from, int32_t to) const {
+    return std::max(comm(from).p2p(c_.boundary_activation), comm(to).p2p(c_.boundary_activation));
+  }
   double slow(int32_t s) const {
     return static_cast<size_t>(s) < o_.stage_slowdown.size() ? std::max(1.0, o_.stage_slowdown[static_cast<size_t>(s)]) : 1.0;
   }
@@ -129,8 +142,9 @@ class Builder {
   Parts pass_parts(int32_t s, int32_t c, PassKind kind, int64_t lo, int64_t hi) const {
     Parts r;
     const bool split = p_.schedule == Schedule::kZeroBubble;
+    const ModelCosts& sc = costs(s);
     for (int64_t i = lo; i < hi; ++i) {
-      const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
+      const LayerCost& l = sc.layer[static_cast<size_t>(layer_of(s, c, i))];
       switch (kind) {
         case PassKind::kForward:
           r.compute += l.fwd;
@@ -168,8 +182,8 @@ class Builder {
         case PassKind::kWeight: r.compute += e.bwd_weight; break;
       }
     };
-    if (pre_here && first_piece_fwd) add_edge(c_.pre);
-    if (post_here && last_piece) add_edge(c_.post);
+    if (pre_here && first_piece_fwd) add_edge(sc.pre);
+    if (post_here && last_piece) add_edge(sc.post);
     const double f = slow(s);
     if (f != 1.0) {
       r.compute = Time::seconds(r.compute.to_seconds() * f);
@@ -206,17 +220,17 @@ class Builder {
                                               (d(p_.grad_bytes) + 4.0) / d(p_.grad_bytes));
       const int64_t n = group_size(p_, Group::kDp);
       if (p_.grad_sync == GradSync::kSparseAllGather) {
-        t = comm_.collective(coll::Op::kAllGather, sparse * n, Group::kDp);
+        t = comm(s).collective(coll::Op::kAllGather, sparse * n, Group::kDp);
         what = "sparse all-gather";
       } else {
-        t = comm_.collective(coll::Op::kAllReduce, sparse, Group::kDp);
+        t = comm(s).collective(coll::Op::kAllReduce, sparse, Group::kDp);
         what = "zen exchange";
       }
     } else {
-      t = comm_.collective(sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, Group::kDpShard);
+      t = comm(s).collective(sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, Group::kDpShard);
       what = sharded ? "reduce-scatter" : "all-reduce";
       if (sharded && last_mb && group_size(p_, Group::kDpReplica) > 1) {
-        t += comm_.collective(coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(p_.shard_size())),
+        t += comm(s).collective(coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(p_.shard_size())),
                               Group::kDpReplica);
       }
     }
@@ -269,7 +283,7 @@ class Builder {
           const int64_t stage_index = range(s, c).offset + lo;
           if (stage_index >= p_.unsharded_layers) {
             const Bytes gathered = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
-            const Time t = comm_.collective(coll::Op::kAllGather, gathered, Group::kDpShard);
+            const Time t = comm(s).collective(coll::Op::kAllGather, gathered, Group::kDpShard);
             const TaskId ag = add_task(s, st.dp_gather, t, TimeCategory::kDp, Parts{}, false, "dp-gather",
                                        [&] { return fmt::format("all-gather l{} {:.1f} MB", lo, gathered.to_double() * 1e-6); });
             const auto anchor = static_cast<int64_t>(compute_order.size()) - 2 - p_.fsdp_prefetch;
@@ -294,7 +308,7 @@ class Builder {
         if (chunk_first_forward[static_cast<size_t>(c)] < 0) chunk_first_forward[static_cast<size_t>(c)] = first;
         const bool last_virtual = s == pp_ - 1 && c == v_ - 1;
         if (!last_virtual && pp_ > 1) {
-          const TaskId send = add_task(s, st.pp_fwd, comm_.p2p(c_.boundary_activation), TimeCategory::kPp, Parts{}, false,
+          const TaskId send = add_task(s, st.pp_fwd, send_time(s, (s + 1) % pp_), TimeCategory::kPp, Parts{}, false,
                                        "pp-send-fwd", [&] { return fmt::format("send act mb{} c{}", mb, c); });
           dep(send, prev);
           send_f_[i] = send;
@@ -318,7 +332,7 @@ class Builder {
         b_last_[i] = prev;
         const bool first_virtual = s == 0 && c == 0;
         if (!first_virtual && pp_ > 1) {
-          const TaskId send = add_task(s, st.pp_bwd, comm_.p2p(c_.boundary_activation), TimeCategory::kPp, Parts{}, false,
+          const TaskId send = add_task(s, st.pp_bwd, send_time(s, (s + pp_ - 1) % pp_), TimeCategory::kPp, Parts{}, false,
                                        "pp-send-bwd", [&] { return fmt::format("send grad mb{} c{}", mb, c); });
           dep(send, prev);
           send_b_[i] = send;
@@ -351,7 +365,7 @@ class Builder {
           group_size(p_, Group::kDpShard) > 1) {
         for (int32_t c = 0; c < v_; ++c) {
           const Bytes bytes = Bytes::from_double(d(piece_params(s, c, 0, n_layers(s, c))) * 2.0);
-          const TaskId ag = add_task(s, st.dp_gather, comm_.collective(coll::Op::kAllGather, bytes, Group::kDpShard),
+          const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
                                      TimeCategory::kDp, Parts{}, false, "dp-gather",
                                      [&] { return fmt::format("param all-gather c{} {:.1f} MB", c, bytes.to_double() * 1e-6); });
           dep(chunk_first_forward[static_cast<size_t>(c)], ag);
@@ -411,7 +425,7 @@ class Builder {
     if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && !p_.overlap_param_gather &&
         group_size(p_, Group::kDpShard) > 1) {
       const Bytes bytes = Bytes::from_double(d(params) * 2.0);
-      const TaskId ag = add_task(s, st.dp_gather, comm_.collective(coll::Op::kAllGather, bytes, Group::kDpShard),
+      const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
                                  TimeCategory::kDp, Parts{}, false, "dp-gather",
                                  [&] { return fmt::format("param all-gather {:.1f} MB", bytes.to_double() * 1e-6); });
       dep(ag, opt);

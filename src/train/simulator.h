@@ -7,7 +7,9 @@
 //   Symmetry: data-parallel replicas and tensor/context-parallel ranks of a stage run the same program,
 //     so one rank per pipeline stage is simulated (p ranks, whatever the GPU count); collectives of a
 //     group are costed for the group's placement on the cluster (train/comm_model.h). The per-rank
-//     hook StepOptions::stage_slowdown makes one stage slower (a straggler), which then sets the pace.
+//     hook StepOptions::stage_slowdown makes one stage slower (a straggler), which then sets the pace;
+//     StepOptions::stage_comm / stage_costs give one stage its own communication model (a slow link of
+//     one of its ranks: that rank's groups run at the slow link's rate, and the step waits for it).
 //   Passes: a forward of micro-batch i on a chunk runs its layers' compute and the layers' exposed
 //     TP/CP/EP collectives in sequence (train/layer_costs.h); a backward adds the recomputation; the
 //     first stage adds the embedding, the last the LM head and loss. Pipeline sends (b s h / tp bytes,
@@ -89,6 +91,11 @@ struct PassTiming {
 struct StepOptions {
   std::vector<double> stage_slowdown;  // per stage, >= 1 multiplies its compute; empty: all 1
   std::vector<int32_t> trace_stages;   // stages whose tasks go into StepResult::trace
+  // Asymmetric communication (a slow link of one stage's simulated rank): per stage, the communication
+  // model and the layer costs built with it; missing or null entries use simulate_step's arguments. A
+  // pipeline transfer takes the slower of its two ends' times.
+  std::vector<const CommModel*> stage_comm;
+  std::vector<const ModelCosts*> stage_costs;
 };
 
 struct StepResult {

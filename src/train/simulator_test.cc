@@ -151,6 +151,47 @@ TEST(Simulator, DataParallelReductionIsExposedOnlyWithoutOverlap) {
   EXPECT_EQ(hidden.step_time, ms(48) * (m - 1) + ms(16) + ms(2) + ms(5) * 16 + opt);
 }
 
+// A stage with its own communication model (a slow link on one of its ranks): the exposed all-reduce of
+// the test above takes that model's 12 ms instead of 5 ms, so the step grows by exactly 7 ms.
+TEST(Simulator, AStagesOwnCommunicationModelTimesItsCollectives) {
+  Fixture f;
+  const int64_t m = 4;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1'000'000);
+  const FixedComm comm(ms(5), Time::zero());
+  const FixedComm slow(ms(12), Time::zero());
+  Plan plan;
+  plan.dp = 2;
+  plan.gbs = 2 * m;
+  plan.overlap_grad_reduce = false;
+  const StepResult nominal = simulate_step(f.model, plan, c, f.cm, comm);
+  StepOptions o;
+  o.stage_comm = {&slow};
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, comm, o);
+  EXPECT_EQ(r.step_time - nominal.step_time, ms(7));
+  EXPECT_EQ(r.breakdown[static_cast<size_t>(TimeCategory::kDp)], ms(12));
+}
+
+// A pipeline transfer takes the slower end's time. pp = 2, m = 1, 1F1B, 8 layers per stage of
+// tf = tb = tw = 1 ms: F on stage 0 (8), send (x), F and B on stage 1 (8 + 16), send back (x), B on
+// stage 0 (16): 48 ms + 2x. Stage 1's model sends in 3 ms, stage 0's in 0: x = 3 ms whichever stage
+// holds the slow model.
+TEST(Simulator, APipelineTransferRunsAtItsSlowerEnd) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  const FixedComm comm(Time::zero(), Time::zero());
+  const FixedComm slow(Time::zero(), ms(3));
+  Plan plan;
+  plan.pp = 2;
+  plan.gbs = 1;
+  for (size_t stage : {0u, 1u}) {
+    StepOptions o;
+    o.stage_comm.assign(2, nullptr);
+    o.stage_comm[stage] = &slow;
+    const StepResult r = simulate_step(f.model, plan, c, f.cm, comm, o);
+    EXPECT_EQ(r.step_time, ms(48) + ms(6) + f.opt()) << "slow stage " << stage;
+  }
+}
+
 TEST(Simulator, BreakdownSumsToStepTimeAndIsDeterministic) {
   Fixture f;
   const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1000);

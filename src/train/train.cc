@@ -1,5 +1,8 @@
 #include "train/train.h"
 
+#include <algorithm>
+#include <memory>
+
 namespace orrery::train {
 
 TrainResult evaluate(const model::ModelSpec& model, const Plan& plan, const ClusterSpec& cluster,
@@ -12,7 +15,28 @@ TrainResult evaluate(const model::ModelSpec& model, const Plan& plan, const Clus
   const double tokens = static_cast<double>(plan.gbs) * static_cast<double>(plan.seq);
   r.model_flops = model::training_flops_per_token(model, plan.seq, model::AttentionFlops::kFull) * tokens;
   if (!options.simulate) return r;
-  r.step = simulate_step(model, plan, costs, compute, comm, options.step);
+  StepOptions step = options.step;
+  std::vector<std::unique_ptr<AlphaBetaComm>> stage_comm;
+  std::vector<std::unique_ptr<ModelCosts>> stage_costs;
+  if (!options.slow_links.empty()) {
+    std::vector<LinkFactors> links(static_cast<size_t>(plan.pp));
+    const int64_t stride = group_stride(plan, Group::kPp);
+    for (const SlowLink& l : options.slow_links) {
+      LinkFactors& f = links.at(static_cast<size_t>(l.rank / stride));
+      double& x = l.kind == LinkKind::kNic ? f.nic : f.scaleup;
+      x = std::max(x, l.factor);
+    }
+    step.stage_comm.assign(links.size(), nullptr);
+    step.stage_costs.assign(links.size(), nullptr);
+    for (size_t s = 0; s < links.size(); ++s) {
+      if (links[s].nominal()) continue;
+      stage_comm.push_back(std::make_unique<AlphaBetaComm>(cluster, plan, links[s]));
+      stage_costs.push_back(std::make_unique<ModelCosts>(model_costs(model, plan, compute, *stage_comm.back())));
+      step.stage_comm[s] = stage_comm.back().get();
+      step.stage_costs[s] = stage_costs.back().get();
+    }
+  }
+  r.step = simulate_step(model, plan, costs, compute, comm, step);
   if (options.memory_timeline) {
     r.memory_timeline = memory_timeline(plan, r.memory, r.memory.peak_stage, r.step.passes, options.memory);
   }
