@@ -121,7 +121,14 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     mb.activations = Bytes::from_double(act_mb.to_double() * held);
     Bytes temp = (full_layers > 0 ? largest_layer : largest_recomputed) + c.layer_input * 2;
     if (s == p.pp - 1) {
-      temp += Bytes::from_double(4.0 * d(p.mbs) * d(p.seq / p.cp) * d(model.vocab) / d(p.tp));
+      // The loss's backward beside its saved fp32 softmax (counted in activations): Megatron's
+      // vocab_parallel_cross_entropy turns that buffer into the gradient in place, and the upcast's
+      // backward adds the logits' gradient in their dtype (dt per logit); PyTorch's F.cross_entropy
+      // (log_softmax + nll_loss, eager) holds nll_loss's dense fp32 gradient and log_softmax's fp32
+      // input gradient at once (8 per logit).
+      const double dt = d(hw::dtype_bytes(p.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p.precision));
+      const double per_logit = p.eager ? 8.0 : dt;
+      temp += Bytes::from_double(per_logit * d(p.mbs) * d(p.seq / p.cp) * d(model.vocab) / d(p.tp));
     }
     mb.temporary = temp;
     mb.communication = k.nccl_per_group * groups;

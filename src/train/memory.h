@@ -27,7 +27,11 @@
 //     copy in flight): the rest lives in host memory.
 //   Temporary buffers: the backward working set of one layer (its full activations when it is
 //     recomputed, plus the output gradient and input gradient, 2 x layer input), and on the last stage
-//     the fp32 gradient of the logits (4 b s V / tp).
+//     the loss's backward beside its saved fp32 softmax (4 b s V / tp, under activations): Megatron's
+//     vocab_parallel_cross_entropy writes the gradient into that buffer in place and the upcast's
+//     backward adds the logits' gradient in their dtype (dt b s V / tp); PyTorch's F.cross_entropy
+//     (log_softmax + nll_loss, Plan::eager) holds nll_loss's dense fp32 gradient and log_softmax's fp32
+//     input gradient at once (8 b s V / tp).
 //   Communication buffers: NCCL's per-communicator buffers, 2 peers x 8 channels x 4 MiB (NCCL_BUFFSIZE
 //     default, Simple protocol) = 64 MiB for each group with more than one rank; ZeRO-3 adds the
 //     gathered-parameter and reduce-scatter buffers (counted under weights and gradients).

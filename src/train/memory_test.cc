@@ -152,5 +152,34 @@ TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
   EXPECT_GT(sum.count(), 0);
 }
 
+// The loss's backward on the last stage, beside the saved fp32 softmax: Megatron's in-place
+// vocab_parallel_cross_entropy adds only the bf16 logits gradient (2 b s V / tp bytes); PyTorch's eager
+// F.cross_entropy holds nll_loss's fp32 gradient and log_softmax's fp32 input gradient (8 b s V / tp).
+// Only the last stage's temporary differs, by 6 b s V / tp; stage 0 is unchanged.
+TEST(Memory, EagerCrossEntropyHoldsTwoFp32LogitGradientsInItsBackward) {
+  const auto model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 128256, 4096});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  Plan p;
+  p.pp = 2;
+  p.tp = 2;
+  p.mbs = 2;
+  p.seq = 2048;
+  p.gbs = 8;
+  const ModelCosts fused_costs = model_costs(model, p, cm, comm);
+  const MemoryReport fused = memory_model(model, p, fused_costs, gpu);
+  p.eager = true;
+  const ModelCosts eager_costs = model_costs(model, p, cm, comm);
+  const MemoryReport eager = memory_model(model, p, eager_costs, gpu);
+  const double logits = 2.0 * 2048 * 128256 / 2.0;  // b s V / tp
+  const Bytes fused_layers = fused.stages[1].memory.temporary - Bytes::from_double(2.0 * logits);
+  const Bytes eager_layers = eager.stages[1].memory.temporary - Bytes::from_double(8.0 * logits);
+  // What remains is one layer's backward working set: stage 0's temporary (same layers, no loss).
+  EXPECT_NEAR(fused_layers.to_double(), fused.stages[0].memory.temporary.to_double(), 1.0);
+  EXPECT_NEAR(eager_layers.to_double(), eager.stages[0].memory.temporary.to_double(), 1.0);
+  EXPECT_EQ(fused.stages[0].memory.temporary, eager.stages[0].memory.temporary);
+}
+
 }  // namespace
 }  // namespace orrery::train
