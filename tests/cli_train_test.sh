@@ -87,6 +87,30 @@ expect slow-link-rank 2 "--slow-link: '8:nic:2': no such rank; expected RANK:KIN
 expect slow-link-kind 2 "unknown link kind 'nvlnk' \(did you mean 'nvlink'\?\)" -- "${tp8[@]}" --slow-link 1:nvlnk:2
 expect slow-link-factor 2 "'1:nic:0.5': the factor is below 1" -- "${tp8[@]}" --slow-link 1:nic:0.5
 one_line_error slow-link-one-line "${tp8[@]}" --slow-link 1:nic
+# Flow-level communication (train/flow_comm.h): on a non-blocking fabric the step lands near the
+# alpha-beta model's; a 4:1 oversubscribed leaf tier slows the all-to-all of expert groups that span both
+# leaves of each rail. DeepSeek-V3 with tp 8, ep 64 on 512 GPUs: 64 machines, 32 under each rail leaf
+# (radix 64); a rank sends 63/64 S, half of it across the leaves: per leaf 32 x 32 x S/64 = 16 S through
+# uplinks of 32 x 50 / r GB/s. r = 1: NIC-bound, 63/64 S / 50 GB/s; r = 4: uplink-bound, 16 S / 400 GB/s,
+# 2.03x longer (more where ECMP loads the uplinks unevenly): the EP time at least 1.9x.
+moe=(train --model deepseek-v3 --gpu h100-sxm --gpus 512 --tp 8 --ep 64 --gbs 512 --seq 4096 --dp-sharding distopt --recompute full)
+if python3 - "$("$bin" --json "${moe[@]}")" "$("$bin" --json "${moe[@]}" --comm-model flow)" \
+    "$("$bin" --json "${moe[@]}" --comm-model flow --oversubscription 4)" <<'PY' 2>/dev/null
+import json, sys
+ab, flow, thin = (json.loads(x) for x in sys.argv[1:4])
+assert ab["comm_model"] == "alpha-beta" and "fabric" not in ab
+assert flow["fabric"] == {"tiers": 2, "oversubscription": 1.0, "rail_optimized": True}
+assert abs(flow["step_time_s"] / ab["step_time_s"] - 1) < 0.10
+assert thin["time"]["ep"] >= 1.9 * flow["time"]["ep"] and thin["memory"] == flow["memory"]
+PY
+then pass=$((pass+1)); else echo "FAIL flow comm model"; fail=$((fail+1)); fi
+expect comm-row 0 "flow-level on a 2-tier rail-optimized fat tree, 1:1 \(16 GPUs\)" -- "${tp8[@]}" --gpus 16 --gbs 16 --comm-model flow
+expect comm-model-bad 2 "--comm-model: unknown communication model 'flo'.*did you mean 'flow'" -- "${tp8[@]}" --comm-model flo
+expect fabric-needs-flow 2 "--oversubscription and --no-rail-optimized describe the fabric for --comm-model flow" -- "${tp8[@]}" --oversubscription 2
+expect flow-slow-link 2 "--slow-link: runs with --comm-model alpha-beta" -- "${tp8[@]}" --comm-model flow --slow-link 1:nic:2
+expect flow-partial-machine 2 "--gpus: 12 GPUs do not fill whole dgx-h100 machines of 8 GPUs" -- "${tp8[@]}" --gpus 12 --tp 4 --gbs 3 --comm-model flow
+printf 'gpu a\ngpu b\nlink a b bw=100GB/s lat=1us duplex\n' > "$tmp/two.topo"
+expect flow-topology-size 2 "--topology: '.*two.topo' has 2 GPUs but --gpus is 8" -- "${tp8[@]}" --comm-model flow --topology "$tmp/two.topo"
 expect gbs 2 "does not divide gbs=500" -- "${gpt[@]}" --gbs 500
 expect bad-recompute 2 "unknown recompute mode 'ful'.*full" -- "${gpt[@]}" --recompute ful
 one_line_error bad-recompute-one-line "${gpt[@]}" --recompute ful

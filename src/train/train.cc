@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <memory>
 
+#include "train/flow_comm.h"
+
 namespace orrery::train {
 
 TrainResult evaluate(const model::ModelSpec& model, const Plan& plan, const ClusterSpec& cluster,
                      const compute::ComputeModel& compute, const EvaluateOptions& options) {
   TrainResult r;
-  const AlphaBetaComm comm(cluster, plan);
+  const AlphaBetaComm alpha_beta(cluster, plan);
+  std::unique_ptr<FlowComm> flow;
+  if (options.topology != nullptr) flow = std::make_unique<FlowComm>(*options.topology, cluster, plan);
+  const CommModel& comm = flow ? static_cast<const CommModel&>(*flow) : alpha_beta;
   const ModelCosts costs = model_costs(model, plan, compute, comm);
   r.memory = memory_model(model, plan, costs, *cluster.gpu, options.memory);
   r.peak = cluster.gpu->peak(plan.precision).value_or(FlopRate(0.0));

@@ -16,6 +16,7 @@
 
 #include "compute/compute_model.h"
 #include "model/model_spec.h"
+#include "net/topology.h"
 #include "train/comm_model.h"
 #include "train/layer_costs.h"
 #include "train/memory.h"
@@ -34,6 +35,10 @@ struct EvaluateOptions {
   // model: symmetry is kept by simulating that stage as the slow rank (the step waits for its slowest
   // rank). REQUIRES: 0 <= rank < plan.gpus(), factor >= 1.
   std::vector<SlowLink> slow_links;
+  // The cluster's topology (train/flow_comm.h): when set, collectives and pipeline transfers are timed
+  // at flow level on it (FlowComm) instead of by the alpha-beta model. REQUIRES: topology->num_gpus() ==
+  // plan.gpus() and no slow_links (a slow link is a topology edit there).
+  const net::Topology* topology = nullptr;
 };
 
 struct TrainResult {

@@ -1,0 +1,129 @@
+#include "train/flow_comm.h"
+
+#include <gtest/gtest.h>
+
+#include "train/test_support.h"
+
+#include "compute/compute_model.h"
+#include "core/error.h"
+#include "net/topology_builders.h"
+#include "train/train.h"
+
+namespace orrery::train {
+namespace {
+
+using testing::test_gpu;
+
+constexpr double kNic = 50e9;  // bytes/s per NIC and direction
+// Network links run at NCCL's InfiniBand efficiency (ClusterSpec::network_efficiency, 4096/4122).
+constexpr double kNet = kNic * 4096.0 / 4122.0;
+
+// `machines` 8-GPU machines with NVSwitch and one 50 GB/s NIC per GPU, in a rail-optimized 2-tier fat
+// tree of radix 16 (8 machines under each rail's leaf) with leaf oversubscription r.
+net::Topology fabric(int32_t machines, double r) {
+  net::FatTreeSpec s;
+  s.machines = machines;
+  s.gpus_per_machine = 8;
+  s.tiers = 2;
+  s.radix = 16;
+  s.oversubscription = r;
+  s.rail_optimized = true;
+  s.nic_bandwidth = Bandwidth(kNic);
+  s.pcie_bandwidth = Bandwidth(64e9);
+  s.scaleup_bandwidth = Bandwidth(450e9);
+  return net::fat_tree(s);
+}
+
+Plan tp8(int64_t dp) {
+  Plan p;
+  p.tp = 8;
+  p.dp = dp;
+  p.gbs = dp;
+  p.seq = 1024;
+  return p;
+}
+
+double seconds_less_launch(Time t, const ClusterSpec& c) { return (t - c.collective_launch).to_seconds(); }
+
+// Two machines, tp 8, dp 2: eight DP groups of two GPUs, one per rail, each on its own rail leaf, so no
+// two groups share a link. A two-rank ring all-reduce sends S per rank over its NIC (2 (n - 1)/n S):
+// S / B (B the NIC's rate at NCCL's network efficiency), plus a few microseconds of per-step latency (under 1% of S / B at 256 MiB).
+TEST(FlowComm, GroupsOnSeparateRailsRunAtTheirNicRate) {
+  const hw::GpuSpec gpu = test_gpu();
+  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const net::Topology t = fabric(2, 1.0);
+  const FlowComm comm(t, c, tp8(2));
+  const Bytes s = Bytes::MiB(256);
+  const double expect = s.to_double() / kNet;
+  EXPECT_NEAR(seconds_less_launch(comm.collective(coll::Op::kAllReduce, s, Group::kDp), c), expect, 0.01 * expect);
+  EXPECT_EQ(comm.simulations(), 1u);
+  comm.collective(coll::Op::kAllReduce, s, Group::kDp);  // cached
+  EXPECT_EQ(comm.simulations(), 1u);
+  EXPECT_EQ(comm.collective(coll::Op::kAllReduce, s, Group::kTp) > Time::zero(), true);  // inside a machine
+}
+
+// All-to-all over 16 machines (tp 8, dp 16: eight DP groups of 16, one per rail; each rail has two
+// leaves of 8 machines). Each rank sends S/16 to each of the 15 others. Per leaf, 8 ranks x 8 remote
+// ranks x S/16 = 4 S leave through the uplinks, 8 x 50 GB/s / r in all. r = 8: one 50 GB/s uplink,
+// 4 S / 50 GB/s, which the NICs (15/16 S at 50 GB/s each) do not limit; r = 1: the uplinks take 4 S at
+// 400 GB/s = S / 100 GB/s, the NICs 15/16 S / 50 GB/s: NIC-bound. The alpha-beta model, which assumes
+// full bisection, gives the r = 1 figure for both.
+TEST(FlowComm, AllToAllAcrossAnOversubscribedTierSlowsToTheUplinkRate) {
+  const hw::GpuSpec gpu = test_gpu();
+  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const Bytes s = Bytes::MiB(64);
+  const net::Topology full = fabric(16, 1.0);
+  const net::Topology thin = fabric(16, 8.0);
+  const double nic_bound = 15.0 / 16.0 * s.to_double() / kNet;
+  const double uplink_bound = 4.0 * s.to_double() / kNet;
+  const Time t1 = FlowComm(full, c, tp8(16)).collective(coll::Op::kAllToAll, s, Group::kDp);
+  const Time t8 = FlowComm(thin, c, tp8(16)).collective(coll::Op::kAllToAll, s, Group::kDp);
+  EXPECT_NEAR(seconds_less_launch(t1, c), nic_bound, 0.03 * nic_bound);
+  EXPECT_NEAR(seconds_less_launch(t8, c), uplink_bound, 0.03 * uplink_bound);
+}
+
+// Pipeline transfers: tp 8, pp 2 on two machines: every GPU of machine 0 sends to the same GPU of
+// machine 1 on its own rail at once: S / B each.
+TEST(FlowComm, PipelineTransfersRunOnEveryBoundaryAtOnce) {
+  const hw::GpuSpec gpu = test_gpu();
+  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const net::Topology t = fabric(2, 1.0);
+  Plan p = tp8(1);
+  p.pp = 2;
+  const FlowComm comm(t, c, p);
+  const Bytes s = Bytes::MiB(64);
+  const double expect = s.to_double() / kNet;
+  EXPECT_NEAR(comm.p2p(s).to_seconds(), expect, 0.01 * expect);
+}
+
+TEST(FlowComm, ATopologyOfAnotherSizeIsAnInputError) {
+  const hw::GpuSpec gpu = test_gpu();
+  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const net::Topology t = fabric(2, 1.0);
+  EXPECT_THROW(FlowComm(t, c, tp8(4)), InputError);
+}
+
+// End to end: a step timed on a topology runs, is deterministic, and with a fabric that does not
+// contend (two machines, one rail leaf per group) lands near the alpha-beta model's step.
+TEST(FlowComm, EvaluateTimesTheStepOnTheTopology) {
+  const hw::GpuSpec gpu = test_gpu();
+  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const compute::ComputeModel cm(gpu);
+  const auto model = model::ModelSpec::llama({8, 2048, 16, 16, 8192, 32000, 1024});
+  const net::Topology t = fabric(2, 1.0);
+  Plan p = tp8(2);
+  p.gbs = 8;
+  p.sp = true;
+  EvaluateOptions flow;
+  flow.topology = &t;
+  const TrainResult a = evaluate(model, p, c, cm, flow);
+  const TrainResult b = evaluate(model, p, c, cm, flow);
+  const TrainResult ab = evaluate(model, p, c, cm);
+  EXPECT_EQ(a.step.step_time, b.step.step_time);
+  EXPECT_GT(a.step.step_time, Time::zero());
+  EXPECT_NEAR(a.step.step_time / ab.step.step_time, 1.0, 0.10);
+  EXPECT_EQ(a.memory.peak, ab.memory.peak);
+}
+
+}  // namespace
+}  // namespace orrery::train
