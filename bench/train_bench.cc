@@ -6,6 +6,7 @@
 
 #include "compute/compute_model.h"
 #include "io/catalog_loader.h"
+#include "net/topology_builders.h"
 #include "train/train.h"
 
 namespace {
@@ -83,6 +84,41 @@ void BM_Llama405bMemoryOnly(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Llama405bMemoryOnly)->Unit(benchmark::kMicrosecond);
+
+// Flow-level communication (train/flow_comm.h): DeepSeek-V3 on 512 H100 (64 dgx-h100 in a 2-tier
+// rail-optimized fat tree with leaf oversubscription 1 or 4), tp 8, ep 64, gbs 512, seq 4096; each
+// iteration builds its FlowComm afresh, so every distinct collective is simulated again.
+void BM_DeepSeekV3FlowComm(benchmark::State& state) {
+  const Setup& s = setup();
+  static const model::ModelSpec model = s.catalog.model("deepseek-v3", {});
+  net::FabricOptions f;
+  f.oversubscription = static_cast<double>(state.range(0));
+  const hw::NodeSpec* node = s.catalog.hw.find_node("dgx-h100");
+  const net::Topology topo = net::from_catalog(*node, s.gpu, 64, f);
+  train::Plan p;
+  p.tp = 8;
+  p.ep = 64;
+  p.dp = 64;
+  p.gbs = 512;
+  p.seq = 4096;
+  p.sp = true;
+  p.sharding = train::Sharding::kZero1;
+  p.recompute = train::Recompute::kFull;
+  if (!train::validate_plan(model, p, p.gpus(), s.gpu).empty()) {
+    state.SkipWithError("invalid plan");
+    return;
+  }
+  train::EvaluateOptions o;
+  o.topology = &topo;
+  double step = 0.0;
+  for (auto _ : state) {
+    const train::TrainResult r = train::evaluate(model, p, s.cluster, s.cm, o);
+    step = r.step.step_time.to_seconds();
+    benchmark::DoNotOptimize(step);
+  }
+  state.counters["simulated_step_s"] = step;
+}
+BENCHMARK(BM_DeepSeekV3FlowComm)->Arg(1)->Arg(4)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 void BM_ValidatePlan(benchmark::State& state) {
   const Setup& s = setup();
