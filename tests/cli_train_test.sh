@@ -109,6 +109,7 @@ expect comm-model-bad 2 "--comm-model: unknown communication model 'flo'.*did yo
 expect fabric-needs-flow 2 "--oversubscription and --no-rail-optimized describe the fabric for --comm-model flow" -- "${tp8[@]}" --oversubscription 2
 expect flow-slow-link 2 "--slow-link: runs with --comm-model alpha-beta" -- "${tp8[@]}" --comm-model flow --slow-link 1:nic:2
 expect flow-partial-machine 2 "--gpus: 12 GPUs do not fill whole dgx-h100 machines of 8 GPUs" -- "${tp8[@]}" --gpus 12 --tp 4 --gbs 3 --comm-model flow
+expect flow-no-node 2 "--comm-model: flow needs a catalog node with a40 GPUs \(--node\) or --topology FILE" -- train --model llama3-8b --gpu a40 --gpus 8 --gbs 8 --comm-model flow
 printf 'gpu a\ngpu b\nlink a b bw=100GB/s lat=1us duplex\n' > "$tmp/two.topo"
 expect flow-topology-size 2 "--topology: '.*two.topo' has 2 GPUs but --gpus is 8" -- "${tp8[@]}" --comm-model flow --topology "$tmp/two.topo"
 expect gbs 2 "does not divide gbs=500" -- "${gpt[@]}" --gbs 500
