@@ -76,7 +76,7 @@ class GroupsProgram final : public coll::Program {
 // links as built.
 class EfficientPaths final : public coll::PathProvider {
  public:
-  EfficientPaths(const net::Topology& t, const ClusterSpec& c) : topo_(t), inner_(t), c_(c) {}
+  EfficientPaths(const net::Topology& t, const ClusterSpec& c) : topo_(t), inner_(t, net::RailPolicy::kRailAligned), c_(c) {}
   Time path(int32_t src, int32_t dst, uint64_t key, std::vector<net::LinkUse>& out) override {
     return inner_.path(src, dst, key, out);
   }

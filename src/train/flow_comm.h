@@ -10,6 +10,9 @@
 //     min(members per machine, 16) channels, plus NCCL's launch latency (ClusterSpec::collective_launch),
 //     as AlphaBetaComm adds it. p2p(S) = the makespan of one S-byte message from every rank of every
 //     stage but the last to its next stage, all at once (1F1B's steady state sends on every boundary).
+//   Routes: shortest paths with deterministic ECMP, cross-rail machine hops relayed over NVLink to the
+//     GPU on the destination's rail (NCCL's PXN; net::RailPolicy::kRailAligned), as NCCL does on
+//     rail-optimized fabrics.
 //   Links: the topology's capacities times NCCL's efficiencies, as AlphaBetaComm uses them: scale-up
 //     x ClusterSpec::scaleup_efficiency, network x ClusterSpec::network_efficiency, PCIe as built.
 //   Chunking: messages of at least 512 KiB and at most 2 per ring step and channel, so that a 1 GiB

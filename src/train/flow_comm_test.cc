@@ -62,6 +62,24 @@ TEST(FlowComm, GroupsOnSeparateRailsRunAtTheirNicRate) {
   EXPECT_EQ(comm.collective(coll::Op::kAllReduce, s, Group::kTp) > Time::zero(), true);  // inside a machine
 }
 
+// Cross-rail ring hops relay over NVLink to the GPU on the destination's rail (NCCL's PXN, routing
+// policy kRailAligned). tp 4, dp 4 on two machines: DP group {0, 4, 8, 12} has two members per machine
+// and two channels; each channel's machine-crossing hop goes out through one NIC, a different one per
+// channel and per group (groups {1, 5, 9, 13}, ... use NICs 1 and 5, ...), so every crossing runs at
+// the NIC's rate: a ring all-gather sends (n - 1)/n S per rank, half per channel: 3/8 S / B. Without
+// the relay, the crossings of different groups meet on rail leaves' uplinks (2x slower here).
+TEST(FlowComm, CrossRailHopsRelayToTheDestinationRailLikeNcclPxn) {
+  const hw::GpuSpec gpu = test_gpu();
+  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const net::Topology t = fabric(2, 1.0);
+  Plan p = tp8(4);
+  p.tp = 4;
+  const FlowComm comm(t, c, p);
+  const Bytes s = Bytes::MiB(256);
+  const double expect = 3.0 / 8.0 * s.to_double() / kNet;
+  EXPECT_NEAR(seconds_less_launch(comm.collective(coll::Op::kAllGather, s, Group::kDp), c), expect, 0.01 * expect);
+}
+
 // All-to-all over 16 machines (tp 8, dp 16: eight DP groups of 16, one per rail; each rail has two
 // leaves of 8 machines). Each rank sends S/16 to each of the 15 others. Per leaf, 8 ranks x 8 remote
 // ranks x S/16 = 4 S leave through the uplinks, 8 x 50 GB/s / r in all. r = 8: one 50 GB/s uplink,
