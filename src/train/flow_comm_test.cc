@@ -18,8 +18,8 @@ constexpr double kNic = 50e9;  // bytes/s per NIC and direction
 // Network links run at NCCL's InfiniBand efficiency (ClusterSpec::network_efficiency, 4096/4122).
 constexpr double kNet = kNic * 4096.0 / 4122.0;
 
-// `machines` 8-GPU machines with NVSwitch and one 50 GB/s NIC per GPU, in a rail-optimized 2-tier fat
-// tree of radix 16 (8 machines under each rail's leaf) with leaf oversubscription r.
+// `machines` 8-GPU machines with NVSwitch (300 GB/s per GPU) and one 50 GB/s NIC per GPU, in a
+// rail-optimized 2-tier fat tree of radix 16 (8 machines under each rail's leaf) with leaf oversubscription r.
 net::Topology fabric(int32_t machines, double r) {
   net::FatTreeSpec s;
   s.machines = machines;
@@ -30,7 +30,7 @@ net::Topology fabric(int32_t machines, double r) {
   s.rail_optimized = true;
   s.nic_bandwidth = Bandwidth(kNic);
   s.pcie_bandwidth = Bandwidth(64e9);
-  s.scaleup_bandwidth = Bandwidth(450e9);
+  s.scaleup_bandwidth = Bandwidth(300e9);  // test_gpu()'s NVLink, as the cluster spec has it
   return net::fat_tree(s);
 }
 
