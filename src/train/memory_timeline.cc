@@ -30,6 +30,9 @@ std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& 
       ev.push_back(Event{x.start, mb.activations, Bytes(0), 0});
       ev.push_back(Event{x.end, Bytes(0) - mb.activations, Bytes(0), 0});
     } else if (x.kind == PassKind::kForward) {
+      // A sample where the forward starts: the activations ramp up over the pass (a plot drawn through
+      // the samples shows the ramp, not a step from the previous sample).
+      ev.push_back(Event{x.start, Bytes(0), Bytes(0), 0});
       ev.push_back(Event{x.end, chunk, Bytes(0), 1});
     } else if (x.kind == (split ? PassKind::kWeight : PassKind::kBackward)) {
       ev.push_back(Event{x.end, Bytes(0) - chunk, Bytes(0), -1});

@@ -14,7 +14,8 @@
 //   Allocator overhead: MemoryConstants::allocator_fraction of the tensors at each instant.
 //   Events at one instant apply together, one sample per distinct instant plus the state at time zero:
 //     a pass's buffers are released as it ends and the next pass allocates as it starts, so no instant
-//     holds both.
+//     holds both. Each forward's start is an instant too, so that a line through the samples ramps up
+//     over the forward and down over the backward instead of stepping.
 //   Agreement with the closed forms: the most chunks held at once equals the memory model's in-flight
 //     count (GPipe m, 1F1B min(p - s, m), interleaved min(2(p - s - 1) + (v - 1)p + 1, m v) chunks) when
 //     the simulation runs the schedule of train/schedule.h; the peak total then equals the report's for

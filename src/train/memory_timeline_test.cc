@@ -130,6 +130,12 @@ TEST(MemoryTimeline, StartsAndEndsWithTheStaticMemoryAndIsOrderedInTime) {
       EXPECT_EQ(t.back().chunks_held, 0);
       for (size_t i = 1; i < t.size(); ++i) EXPECT_LT(t[i - 1].time, t[i].time);
       EXPECT_LE(t.back().time, r.step.step_time);
+      // Every forward's start is a sample (the ramp up over the pass starts there).
+      for (const PassTiming& x : r.step.passes) {
+        if (x.stage != s || x.kind != PassKind::kForward) continue;
+        EXPECT_TRUE(std::any_of(t.begin(), t.end(), [&](const MemorySample& m) { return m.time == x.start; }))
+            << schedule_name(schedule) << " stage " << s << " mb " << x.microbatch;
+      }
     }
   }
 }
