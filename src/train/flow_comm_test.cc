@@ -122,7 +122,9 @@ TEST(FlowComm, ATopologyOfAnotherSizeIsAnInputError) {
 }
 
 // End to end: a step timed on a topology runs, is deterministic, and with a fabric that does not
-// contend (two machines, one rail leaf per group) lands near the alpha-beta model's step.
+// contend (two machines, one rail leaf per group) lands within 2% of the alpha-beta model's step: both
+// charge the same bandwidth terms (same link efficiencies, same algorithm), and differ only in per-step
+// latency and chunk pipelining, which are small next to this step's 8 MB-plus transfers.
 TEST(FlowComm, EvaluateTimesTheStepOnTheTopology) {
   const hw::GpuSpec gpu = test_gpu();
   const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
@@ -139,7 +141,7 @@ TEST(FlowComm, EvaluateTimesTheStepOnTheTopology) {
   const TrainResult ab = evaluate(model, p, c, cm);
   EXPECT_EQ(a.step.step_time, b.step.step_time);
   EXPECT_GT(a.step.step_time, Time::zero());
-  EXPECT_NEAR(a.step.step_time / ab.step.step_time, 1.0, 0.10);
+  EXPECT_NEAR(a.step.step_time / ab.step.step_time, 1.0, 0.02);
   EXPECT_EQ(a.memory.peak, ab.memory.peak);
 }
 
