@@ -7,6 +7,25 @@ expect top 0 "top 3 plans by tokens/s per GPU" -- "${small[@]}"
 expect pareto 0 "Pareto front" -- "${small[@]}"
 expect counts 0 "plans: [0-9]+ enumerated, [0-9]+ invalid" -- "${small[@]}"
 expect group-help 0 "train" -- plan --help
+
+# On a topology (--comm-model flow): the search's best 3 K plans re-simulated there and re-ranked, the
+# alpha-beta figure beside each; the counts of the search are the alpha-beta search's.
+flow16=(plan train --model gpt2 --gpu h100-sxm --gpus 16 --seq 1024 --gbs 32 --top 2 --quiet)
+if python3 - "$("$bin" --json "${flow16[@]}")" "$("$bin" --json "${flow16[@]}" --comm-model flow --oversubscription 4)" <<'PY' 2>/dev/null
+import json, sys
+ab, fl = (json.loads(x) for x in sys.argv[1:3])
+assert ab["comm_model"] == "alpha-beta" and fl["comm_model"] == "flow"
+assert fl["fabric"] == {"tiers": 2, "oversubscription": 4.0, "rail_optimized": True}
+assert fl["counts"]["simulated"] == ab["counts"]["simulated"] and ab["counts"]["flow_simulated"] == 0
+assert fl["counts"]["flow_simulated"] == min(6, ab["counts"]["simulated"])
+t = [p["tokens_per_s_per_gpu"] for p in fl["top"]]
+assert len(t) == 2 and t == sorted(t, reverse=True)
+assert all(p["alpha_beta_tokens_per_s_per_gpu"] > 0 for p in fl["top"])
+assert [p["index"] for p in fl["pareto"]] == [p["index"] for p in ab["pareto"]]
+PY
+then pass=$((pass+1)); else echo "FAIL plan on a topology"; fail=$((fail+1)); fi
+expect flow-table 0 "top 2 plans by tokens/s per GPU on the topology \(flow-level\)" -- "${flow16[@]}" --comm-model flow
+expect flow-bad 2 "--comm-model: unknown communication model 'flw'" -- "${flow16[@]}" --comm-model flw
 expect missing-subcommand 2 "valid subcommands: train" -- plan
 
 # --json: documented keys; top sorted by throughput; the front rises in memory and in throughput.

@@ -43,6 +43,7 @@ const Where kCl{"<command line>", 0, ""};
 struct PlanTrainArgs {
   std::string model, gpu, node, nic_bandwidth = "400 Gb/s", precision = "bf16";
   KernelArgs kernels;  // --power-limit, --attention-kernel, --fusion
+  FabricArgs fabric;   // --comm-model, --topology, --tiers, --oversubscription, --no-rail-optimized
   int64_t gpus = 0, seq = 0, gbs = 0;
   VideoArgs video;  // DiT sample: its token count is the sequence (train_common.h)
   bool seq_given = false;
@@ -152,10 +153,12 @@ std::vector<std::string> plan_cells(const tr::Plan& p) {
           sharding_label(p),     std::string(tr::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
 }
 
-Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title) {
+// `flow`: the plans were re-ranked on a topology; a last column gives their alpha-beta tokens/s.
+Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, bool flow = false) {
   std::vector<std::string> h = {"#"};
   for (const std::string& c : plan_header()) h.push_back(c);
   for (const char* c : {"step s", "tokens/s/GPU", "TFLOP/s", "MFU", "peak GiB"}) h.emplace_back(c);
+  if (flow) h.emplace_back("alpha-beta tokens/s/GPU");
   Table t(h, title);
   size_t k = 0;
   for (const tr::Candidate& c : cs) {
@@ -166,6 +169,10 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
     row.push_back(fmt::format("{:.1f}", c.tflops_per_gpu));
     row.push_back(fmt::format("{:.1f}%", 100.0 * c.mfu));
     row.push_back(gib(c.peak));
+    if (flow) {
+      row.push_back(c.alpha_beta_tokens_per_s_per_gpu > 0.0 ? fmt::format("{:.1f}", c.alpha_beta_tokens_per_s_per_gpu)
+                                                            : std::string("-"));
+    }
     t.add_row(std::move(row));
   }
   return t;
@@ -231,6 +238,7 @@ Json simulated_json(const std::vector<tr::Candidate>& cs) {
                      {"peak_stage", c.peak_stage},
                      {"memory", memory_json(c.memory)},
                      {"time", t}});
+    if (c.alpha_beta_tokens_per_s_per_gpu > 0.0) a.back()["alpha_beta_tokens_per_s_per_gpu"] = c.alpha_beta_tokens_per_s_per_gpu;
   }
   return a;
 }
@@ -299,7 +307,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
 
+  const std::optional<net::Topology> topology = training_topology(a.fabric, gpu, node, a.gpus);
+
   tr::PlannerOptions o;
+  if (topology) o.evaluate.topology = &*topology;
   o.gpus = a.gpus;
   o.seq = seq;
   o.gbs = a.gbs;
@@ -361,12 +372,15 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["seq"] = seq;
     j["gbs"] = a.gbs;
     j["precision"] = hw::dtype_name(o.base.precision);
+    j["comm_model"] = a.fabric.comm_model;
+    if (topology) j["fabric"] = fabric_json(a.fabric);
+    j["bound_violations"] = r.bound_violations;
     j["budget_bytes"] = r.budget.count();
     j["feasible"] = feasible;
     j["counts"] = Json{{"enumerated", r.counts.enumerated}, {"invalid", r.counts.invalid},
                        {"over_budget", r.counts.over_budget}, {"fits", r.counts.fits},
                        {"simulated", r.counts.simulated},     {"pruned", r.counts.pruned},
-                       {"errors", r.counts.errors}};
+                       {"errors", r.counts.errors},         {"flow_simulated", r.counts.flow_simulated}};
     j["top"] = simulated_json(r.top);
     j["pareto"] = simulated_json(r.pareto);
     Json reasons = Json::array();
@@ -384,6 +398,12 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          hw::dtype_name(o.base.precision), gib(r.budget));
   ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W\n",
                          a.kernels.attention_kernel, cm.calibration().attention_efficiency, a.kernels.fusion, gpu.power().watts());
+  ctx.out << fmt::format("communication: {}{}\n", fabric_description(a.fabric, topology),
+                         topology ? fmt::format("; the search on the alpha-beta model, its best {} plans re-simulated "
+                                                "on the topology and the top {} re-ranked (a plan outside them could "
+                                                "still win there)",
+                                                r.counts.flow_simulated, a.top)
+                                  : std::string());
   ctx.out << fmt::format("plans: {} enumerated, {} invalid, {} over the budget, {} within it: {} simulated, {} skipped "
                          "(cannot enter the top {} or the Pareto front; docs/planner.md){}\n\n",
                          r.counts.enumerated, r.counts.invalid, r.counts.over_budget, r.counts.fits, r.counts.simulated,
@@ -391,7 +411,12 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          r.counts.errors > 0 ? fmt::format("; {} failed in the simulator (internal-error below)", r.counts.errors)
                                              : std::string());
   if (feasible) {
-    ctx.out << simulated_table(r.top, fmt::format("top {} plans by tokens/s per GPU", r.top.size())).render() << "\n";
+    ctx.out << simulated_table(r.top,
+                               topology ? fmt::format("top {} plans by tokens/s per GPU on the topology (flow-level)", r.top.size())
+                                        : fmt::format("top {} plans by tokens/s per GPU", r.top.size()),
+                               topology.has_value())
+                   .render()
+            << "\n";
     ctx.out << simulated_table(r.pareto, "Pareto front: tokens/s per GPU vs peak memory (more memory, more speed)").render()
             << "\n";
   } else {
@@ -429,6 +454,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--threads", a->threads, "threads (0 = all cores); results do not depend on it")->capture_default_str();
   c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
   add_kernel_options(c, a->kernels);
+  add_fabric_options(c, a->fabric);
   c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
   c->add_option("--precision", a->precision, "bf16 | fp16 | fp8 (fixed for every plan)")->capture_default_str();
   c->add_option("--max-tp", a->max_tp, "largest TP degree (0 = GPUs per node)")->capture_default_str();

@@ -19,7 +19,6 @@
 #include "core/unit_parse.h"
 #include "io/atomic_file.h"
 #include "io/hf_config.h"
-#include "net/topology_builders.h"
 #include "train/train.h"
 
 namespace orrery::cli {
@@ -47,11 +46,7 @@ struct TrainArgs {
   std::vector<std::string> stragglers;
   std::vector<std::string> slow_links;
   std::string trace_out, trace_ranks;
-  std::string comm_model = "alpha-beta";
-  std::string topology;  // edge-list file
-  int tiers = 2;
-  double oversubscription = 1.0;
-  bool no_rail_optimized = false;
+  FabricArgs fabric;
   VideoArgs video;  // DiT sample (train_common.h)
   bool seq_given = false;
 };
@@ -237,48 +232,6 @@ std::vector<tr::SlowLink> parse_slow_links(const std::vector<std::string>& items
   return out;
 }
 
-// --comm-model flow: the cluster's topology, from --topology FILE or from the catalog node in a fat
-// tree (--tiers, --oversubscription, --no-rail-optimized). Empty for the alpha-beta model.
-std::optional<net::Topology> training_topology(const TrainArgs& a, const hw::GpuSpec& gpu, const hw::NodeSpec* node,
-                                               int64_t gpus) {
-  if (a.comm_model != "flow") {
-    if (a.comm_model != "alpha-beta") {
-      throw InputError(kCl.with_key("--comm-model"), fmt::format("unknown communication model '{}'", a.comm_model),
-                       suggest(a.comm_model, {"alpha-beta", "flow"}));
-    }
-    if (!a.topology.empty() || a.tiers != 2 || a.oversubscription != 1.0 || a.no_rail_optimized) {
-      throw InputError(kCl.with_key("--comm-model"),
-                       "--topology, --tiers, --oversubscription and --no-rail-optimized describe the fabric for "
-                       "--comm-model flow; the alpha-beta model assumes a non-blocking fabric");
-    }
-    return std::nullopt;
-  }
-  if (!a.slow_links.empty()) {
-    throw InputError(kCl.with_key("--slow-link"), "runs with --comm-model alpha-beta (with flow, edit the link in --topology)");
-  }
-  if (!a.topology.empty()) {
-    net::Topology t = net::read_edge_list(a.topology);
-    if (t.num_gpus() != gpus) {
-      throw InputError(kCl.with_key("--topology"),
-                       fmt::format("'{}' has {} GPUs but --gpus is {}", a.topology, t.num_gpus(), gpus));
-    }
-    return t;
-  }
-  if (node == nullptr) {
-    throw InputError(kCl.with_key("--comm-model"),
-                     fmt::format("flow needs a catalog node with {} GPUs (--node) or --topology FILE", gpu.name));
-  }
-  if (gpus % node->gpus_per_node != 0) {
-    throw InputError(kCl.with_key("--gpus"), fmt::format("{} GPUs do not fill whole {} machines of {} GPUs", gpus,
-                                                          node->name, node->gpus_per_node));
-  }
-  net::FabricOptions f;
-  f.tiers = a.tiers;
-  f.oversubscription = a.oversubscription;
-  f.rail_optimized = !a.no_rail_optimized;
-  return net::from_catalog(*node, gpu, static_cast<int32_t>(gpus / node->gpus_per_node), f, kCl.with_key("--oversubscription"));
-}
-
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
 
 // Compute and communication tasks as complete events; each traced stage's memory over the step as a
@@ -353,7 +306,10 @@ void run_train(Context& ctx, const TrainArgs& a) {
   opt.slow_links = parse_slow_links(a.slow_links, plan);
   const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels.attention_kernel));
   opt.memory_timeline = true;
-  const std::optional<net::Topology> topology = training_topology(a, gpu, node, a.gpus);
+  const std::optional<net::Topology> topology = training_topology(a.fabric, gpu, node, a.gpus);
+  if (topology && !a.slow_links.empty()) {
+    throw InputError(kCl.with_key("--slow-link"), "runs with --comm-model alpha-beta (with flow, edit the link in --topology)");
+  }
   if (topology) opt.topology = &*topology;
   const tr::TrainResult r = tr::evaluate(model, plan, cluster, cm, opt);
   if (!a.trace_out.empty()) {
@@ -400,12 +356,9 @@ void run_train(Context& ctx, const TrainArgs& a) {
       links.push_back(Json{{"rank", l.rank}, {"link", tr::link_kind_name(l.kind)}, {"factor", l.factor}});
     }
     j["slow_links"] = links;
-    j["comm_model"] = a.comm_model;
+    j["comm_model"] = a.fabric.comm_model;
     if (topology) {
-      j["fabric"] = a.topology.empty() ? Json{{"tiers", a.tiers},
-                                              {"oversubscription", a.oversubscription},
-                                              {"rail_optimized", !a.no_rail_optimized}}
-                                       : Json{{"topology", a.topology}};
+      j["fabric"] = fabric_json(a.fabric);
     }
     j["step_time_s"] = r.step.step_time.to_seconds();
     j["tokens_per_s_per_gpu"] = r.tokens_per_s_per_gpu;
@@ -466,14 +419,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   s.add_row({"peak memory (GiB)", fmt::format("{} of {} (rank {}, stage {})", gib(r.memory.peak), gib(r.memory.capacity),
                                               r.memory.peak_rank, r.memory.peak_stage)});
   s.add_row({"fits", r.memory.fits ? "yes" : "NO"});
-  s.add_row({"communication",
-             topology ? fmt::format("flow-level on {} ({} GPUs)",
-                                    a.topology.empty() ? fmt::format("a {}-tier {}fat tree, {:g}:1", a.tiers,
-                                                                     a.no_rail_optimized ? "" : "rail-optimized ",
-                                                                     a.oversubscription)
-                                                       : a.topology,
-                                    topology->num_gpus())
-                      : std::string("alpha-beta (non-blocking fabric)")});
+  s.add_row({"communication", fabric_description(a.fabric, topology)});
   for (const tr::SlowLink& l : opt.slow_links) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
@@ -573,14 +519,7 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--straggler", a->stragglers,
                 "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")
       ->type_name("STAGE:FACTOR");
-  c->add_option("--comm-model", a->comm_model,
-                "collective and pipeline-transfer times: alpha-beta (closed forms, non-blocking fabric) | flow "
-                "(flow-level on the cluster's topology, every group at once; slower, for up to a few thousand GPUs)")
-      ->capture_default_str();
-  c->add_option("--topology", a->topology, "--comm-model flow: topology edge-list file (docs/topology.md)")->type_name("FILE");
-  c->add_option("--tiers", a->tiers, "--comm-model flow: fat-tree tiers of the catalog node's cluster (2 or 3)")->capture_default_str();
-  c->add_option("--oversubscription", a->oversubscription, "--comm-model flow: leaf downlink:uplink ratio")->capture_default_str();
-  c->add_flag("--no-rail-optimized", a->no_rail_optimized, "--comm-model flow: plain fat tree instead of rail-optimized");
+  add_fabric_options(c, a->fabric);
   c->add_option("--slow-link", a->slow_links,
                 "RANK:KIND:FACTOR: rank RANK's nic or nvlink runs FACTOR x slower; its groups' collectives "
                 "and pipeline transfers over that link slow down (repeatable)")

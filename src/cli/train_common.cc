@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "core/unit_parse.h"
+#include "net/topology_builders.h"
 
 namespace orrery::cli {
 
@@ -150,6 +151,70 @@ bool parse_fusion(const std::string& fusion) {
   if (fusion == "eager") return true;
   throw InputError(kCl.with_key("--fusion"), fmt::format("expected fused or eager, found '{}'", fusion),
                    suggest(fusion, {"fused", "eager"}));
+}
+
+// --comm-model flow: the cluster's topology, from --topology FILE or from the catalog node in a fat
+// tree (--tiers, --oversubscription, --no-rail-optimized). Empty for the alpha-beta model.
+std::optional<net::Topology> training_topology(const FabricArgs& a, const hw::GpuSpec& gpu, const hw::NodeSpec* node,
+                                               int64_t gpus) {
+  if (a.comm_model != "flow") {
+    if (a.comm_model != "alpha-beta") {
+      throw InputError(kCl.with_key("--comm-model"), fmt::format("unknown communication model '{}'", a.comm_model),
+                       suggest(a.comm_model, {"alpha-beta", "flow"}));
+    }
+    if (!a.topology.empty() || a.tiers != 2 || a.oversubscription != 1.0 || a.no_rail_optimized) {
+      throw InputError(kCl.with_key("--comm-model"),
+                       "--topology, --tiers, --oversubscription and --no-rail-optimized describe the fabric for "
+                       "--comm-model flow; the alpha-beta model assumes a non-blocking fabric");
+    }
+    return std::nullopt;
+  }
+  if (!a.topology.empty()) {
+    net::Topology t = net::read_edge_list(a.topology);
+    if (t.num_gpus() != gpus) {
+      throw InputError(kCl.with_key("--topology"),
+                       fmt::format("'{}' has {} GPUs but --gpus is {}", a.topology, t.num_gpus(), gpus));
+    }
+    return t;
+  }
+  if (node == nullptr) {
+    throw InputError(kCl.with_key("--comm-model"),
+                     fmt::format("flow needs a catalog node with {} GPUs (--node) or --topology FILE", gpu.name));
+  }
+  if (gpus % node->gpus_per_node != 0) {
+    throw InputError(kCl.with_key("--gpus"), fmt::format("{} GPUs do not fill whole {} machines of {} GPUs", gpus,
+                                                          node->name, node->gpus_per_node));
+  }
+  net::FabricOptions f;
+  f.tiers = a.tiers;
+  f.oversubscription = a.oversubscription;
+  f.rail_optimized = !a.no_rail_optimized;
+  return net::from_catalog(*node, gpu, static_cast<int32_t>(gpus / node->gpus_per_node), f, kCl.with_key("--oversubscription"));
+}
+
+void add_fabric_options(CLI::App* c, FabricArgs& f) {
+  c->add_option("--comm-model", f.comm_model,
+                "collective and pipeline-transfer times: alpha-beta (closed forms, non-blocking fabric) | flow "
+                "(flow-level on the cluster's topology, every group at once; slower, for up to a few thousand GPUs)")
+      ->capture_default_str();
+  c->add_option("--topology", f.topology, "--comm-model flow: topology edge-list file (docs/topology.md)")->type_name("FILE");
+  c->add_option("--tiers", f.tiers, "--comm-model flow: fat-tree tiers of the catalog node's cluster (2 or 3)")->capture_default_str();
+  c->add_option("--oversubscription", f.oversubscription, "--comm-model flow: leaf downlink:uplink ratio")->capture_default_str();
+  c->add_flag("--no-rail-optimized", f.no_rail_optimized, "--comm-model flow: plain fat tree instead of rail-optimized");
+}
+
+std::string fabric_description(const FabricArgs& a, const std::optional<net::Topology>& topology) {
+  if (!topology) return "alpha-beta (non-blocking fabric)";
+  const std::string what = a.topology.empty()
+                               ? fmt::format("a {}-tier {}fat tree, {:g}:1", a.tiers, a.no_rail_optimized ? "" : "rail-optimized ",
+                                             a.oversubscription)
+                               : a.topology;
+  return fmt::format("flow-level on {} ({} GPUs)", what, topology->num_gpus());
+}
+
+io::Json fabric_json(const FabricArgs& a) {
+  if (!a.topology.empty()) return io::Json{{"topology", a.topology}};
+  return io::Json{{"tiers", a.tiers}, {"oversubscription", a.oversubscription}, {"rail_optimized", !a.no_rail_optimized}};
 }
 
 }  // namespace orrery::cli

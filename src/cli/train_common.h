@@ -2,13 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "compute/compute_model.h"
 #include "hw/hw_catalog.h"
+#include "io/json_util.h"
 #include "model/model_spec.h"
+#include "net/topology.h"
 
 namespace orrery::cli {
 
@@ -48,5 +51,27 @@ compute::Calibration training_calibration(const hw::GpuSpec& gpu, const std::str
 // --fusion fused | eager: true for eager (unfused PyTorch elementwise kernels); InputError naming the
 // flag, with the nearest name, otherwise.
 bool parse_fusion(const std::string& fusion);
+
+// How communication is timed (train/comm_model.h, train/flow_comm.h): --comm-model alpha-beta | flow,
+// and for flow the fabric: --topology FILE, or the catalog node's machines in a fat tree (--tiers,
+// --oversubscription, --no-rail-optimized).
+struct FabricArgs {
+  std::string comm_model = "alpha-beta";
+  std::string topology;  // edge-list file
+  int tiers = 2;
+  double oversubscription = 1.0;
+  bool no_rail_optimized = false;
+  bool flow() const { return comm_model == "flow"; }
+};
+void add_fabric_options(CLI::App* c, FabricArgs& f);
+// The topology for --comm-model flow (nullopt for alpha-beta). InputError naming the flag for an
+// unknown model, fabric flags without flow, a topology of another size, no catalog node with the
+// GPU, or GPUs that do not fill whole machines.
+std::optional<net::Topology> training_topology(const FabricArgs& a, const hw::GpuSpec& gpu, const hw::NodeSpec* node,
+                                               int64_t gpus);
+// "alpha-beta (non-blocking fabric)" or "flow-level on a 2-tier rail-optimized fat tree, 4:1 (512 GPUs)".
+std::string fabric_description(const FabricArgs& a, const std::optional<net::Topology>& topology);
+// The `fabric` JSON object of a flow run ({tiers, oversubscription, rail_optimized} or {topology}).
+io::Json fabric_json(const FabricArgs& a);
 
 }  // namespace orrery::cli

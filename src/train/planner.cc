@@ -71,6 +71,17 @@ class Staircase {
   std::map<int64_t, double> steps_;  // memory -> throughput, both increasing
 };
 
+// A simulation's figures into its candidate.
+void record_run(Candidate& c, const TrainResult& t) {
+  c.status = CandidateStatus::kSimulated;
+  c.step_time = t.step.step_time;
+  c.tokens_per_s_per_gpu = t.tokens_per_s_per_gpu;
+  c.tflops_per_gpu = t.tflops_per_gpu;
+  c.mfu = t.mfu;
+  c.hfu = t.hfu;
+  c.breakdown = t.step.breakdown;
+}
+
 bool faster(const Candidate& a, const Candidate& b) {
   if (a.tokens_per_s_per_gpu != b.tokens_per_s_per_gpu) return a.tokens_per_s_per_gpu > b.tokens_per_s_per_gpu;
   if (a.peak != b.peak) return a.peak < b.peak;
@@ -362,6 +373,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   EvaluateOptions eo = o.evaluate;
   eo.simulate = true;
   eo.step = StepOptions{};
+  eo.topology = nullptr;  // the search runs on the alpha-beta model; a topology re-ranks (phase 3)
   auto simulate = [&](size_t i) {
     Candidate& c = cands[i];
     TrainResult t;
@@ -371,13 +383,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       set_error(c, e);
       return;
     }
-    c.status = CandidateStatus::kSimulated;
-    c.step_time = t.step.step_time;
-    c.tokens_per_s_per_gpu = t.tokens_per_s_per_gpu;
-    c.tflops_per_gpu = t.tflops_per_gpu;
-    c.mfu = t.mfu;
-    c.hfu = t.hfu;
-    c.breakdown = t.step.breakdown;
+    record_run(c, t);
   };
   const uint64_t total = fitting.size();
   uint64_t settled = 0;  // simulated or pruned
@@ -426,6 +432,41 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   }
   report("simulate", total, total);
 
+  // Phase 3 (a topology): the best plans of the search re-simulated with flow-level communication and
+  // re-ranked (planner.h).
+  std::vector<Candidate> flow_done;
+  if (o.evaluate.topology != nullptr && o.top_k > 0) {
+    std::vector<size_t> order;
+    for (size_t i : fitting) {
+      if (cands[i].status == CandidateStatus::kSimulated) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return faster(cands[a], cands[b]); });
+    order.resize(std::min(order.size(), o.top_k * kFlowRerankFactor));
+    EvaluateOptions fo = o.evaluate;
+    fo.simulate = true;
+    fo.step = StepOptions{};
+    std::vector<Candidate> out(order.size());
+    std::vector<uint8_t> ok(order.size(), 0);
+    report("flow", 0, order.size());
+    parallel_for(order.size(), 1, threads, [&](size_t j) {
+      Candidate c = cands[order[j]];
+      try {
+        const TrainResult t = evaluate(model, c.plan, cluster, compute, fo);
+        c.alpha_beta_tokens_per_s_per_gpu = c.tokens_per_s_per_gpu;
+        record_run(c, t);
+        out[j] = std::move(c);
+        ok[j] = 1;
+      } catch (const std::exception&) {
+        // Left out of the re-ranking; the search reported the plan already.
+      }
+    }, [&](size_t done) { report("flow", done, order.size()); });
+    report("flow", order.size(), order.size());
+    for (size_t j = 0; j < order.size(); ++j) {
+      if (ok[j] != 0) flow_done.push_back(std::move(out[j]));
+    }
+    r.counts.flow_simulated = static_cast<int64_t>(flow_done.size());
+  }
+
   // Results, with full tie-breaks.
   std::vector<const Candidate*> sim, over;
   std::map<std::string, ReasonCount> reasons;
@@ -454,7 +495,12 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   r.counts.simulated = static_cast<int64_t>(sim.size());
   r.counts.fits = r.counts.simulated + r.counts.pruned;
   std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) { return faster(*a, *b); });
-  for (size_t k = 0; k < std::min(o.top_k, sim.size()); ++k) r.top.push_back(*sim[k]);
+  if (o.evaluate.topology != nullptr) {
+    std::sort(flow_done.begin(), flow_done.end(), faster);
+    for (size_t k = 0; k < std::min(o.top_k, flow_done.size()); ++k) r.top.push_back(flow_done[k]);
+  } else {
+    for (size_t k = 0; k < std::min(o.top_k, sim.size()); ++k) r.top.push_back(*sim[k]);
+  }
   std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) {
     if (a->peak != b->peak) return a->peak < b->peak;
     return faster(*a, *b);

@@ -25,6 +25,12 @@
 //     K-th best simulated throughput (so it cannot enter the top K) and some simulated plan is faster
 //     than its bound with no more memory (so it cannot be on the front). Decisions use only finished
 //     rounds, so the simulated set is the same for any thread count.
+//   On a topology (PlannerOptions::evaluate.topology, train/flow_comm.h): the search above runs on the
+//     alpha-beta model (the Pareto front, the pruning and the reasons are its); then its best
+//     kFlowRerankFactor x K simulated plans are simulated again with flow-level communication and the
+//     top K is re-ranked by those runs. Not a proof: a plan outside those could win on the topology
+//     (where the topology slows the leaders more than it); the count re-simulated is reported. Each
+//     flow simulation costs a flow run per distinct collective (0.3-6 s per plan at 512 GPUs).
 //   Threads: both phases run on PlannerOptions::threads std::threads (the caller is one), the filter in
 //     chunks of 64 candidates, the simulations of a round one at a time, longest first.
 //   Determinism: results are stored by candidate index and sorted with full tie-breaks (throughput,
@@ -105,6 +111,8 @@ struct Candidate {
   double mfu = 0.0;
   double hfu = 0.0;
   std::array<Time, kNumTimeCategories> breakdown{};
+  // Re-ranked on a topology (the fields above are then the flow run's): the alpha-beta throughput.
+  double alpha_beta_tokens_per_s_per_gpu = 0.0;
 };
 
 struct ReasonCount {
@@ -121,6 +129,7 @@ struct PlannerCounts {
   int64_t simulated = 0;
   int64_t pruned = 0;       // within the budget, skipped by the bound (cannot be in the results)
   int64_t errors = 0;       // the simulator failed (CandidateStatus::kError)
+  int64_t flow_simulated = 0;  // re-simulated on the topology (phase 3; 0 without one)
   // enumerated = invalid + over_budget + fits + errors; fits = simulated + pruned.
 };
 
@@ -134,7 +143,12 @@ struct PlannerResult {
   std::vector<ReasonCount> reasons;            // why plans fail, most common first (key breaks ties)
   std::vector<Candidate> candidates;  // every candidate by index, with keep_candidates
   int64_t bound_violations = 0;  // simulated plans faster than their bound (0 unless the bound is wrong)
+  // With a topology, `top` holds the flow-level top K (its fields the flow runs'); `pareto` stays the
+  // alpha-beta search's.
 };
+
+// Phase 3 on a topology (see the model card): plans re-simulated per place of the top K.
+inline constexpr size_t kFlowRerankFactor = 3;
 
 // Simulations per pruning round (fixed, so the simulated set does not depend on the thread count).
 inline constexpr size_t kRoundSize = 32;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "io/catalog_loader.h"
+#include "net/topology_builders.h"
 #include "train/simulator.h"
 
 namespace orrery::train {
@@ -317,6 +318,44 @@ TEST(Planner, PicksPlainDataParallelismForASmallModel) {
   EXPECT_EQ(best.dp, 8);
   EXPECT_EQ(best.recompute, Recompute::kNone);
   EXPECT_EQ(r.bound_violations, 0);
+}
+
+
+// On a topology the search stays the alpha-beta one and its best 3 K plans are re-simulated with
+// flow-level communication: the top K is theirs, sorted by the flow runs, each with its alpha-beta
+// throughput beside; the Pareto front and the counts of the search do not change; any thread count
+// gives the same result. Two 8-GPU machines (16 GPUs) in a 2-tier rail-optimized fat tree at 4:1.
+TEST(Planner, OnATopologyTheBestPlansAreReRankedByFlowRuns) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.gpus = 16;
+  o.gbs = 32;
+  o.top_k = 2;
+  net::FatTreeSpec f;
+  f.machines = 2;
+  f.gpus_per_machine = 8;
+  f.radix = 16;
+  f.oversubscription = 4.0;
+  f.nic_bandwidth = Bandwidth(50e9);
+  f.pcie_bandwidth = Bandwidth(32e9);
+  f.scaleup_bandwidth = Bandwidth(300e9);
+  const net::Topology topo = net::fat_tree(f);
+  const PlannerResult ab = plan_training(s.model, s.cluster, s.cm, o);
+  o.evaluate.topology = &topo;
+  const PlannerResult flow = plan_training(s.model, s.cluster, s.cm, o);
+  o.threads = 2;
+  const PlannerResult flow2 = plan_training(s.model, s.cluster, s.cm, o);
+  EXPECT_EQ(flow.counts.simulated, ab.counts.simulated);
+  EXPECT_EQ(flow.counts.flow_simulated, std::min<int64_t>(3 * 2, ab.counts.simulated));
+  ASSERT_EQ(flow.top.size(), 2u);
+  EXPECT_GE(flow.top[0].tokens_per_s_per_gpu, flow.top[1].tokens_per_s_per_gpu);
+  for (const Candidate& c : flow.top) EXPECT_GT(c.alpha_beta_tokens_per_s_per_gpu, 0.0);
+  ASSERT_EQ(flow.pareto.size(), ab.pareto.size());
+  for (size_t i = 0; i < ab.pareto.size(); ++i) EXPECT_EQ(flow.pareto[i].index, ab.pareto[i].index);
+  for (size_t i = 0; i < flow.top.size(); ++i) {
+    EXPECT_EQ(flow.top[i].index, flow2.top[i].index);
+    EXPECT_EQ(flow.top[i].step_time, flow2.top[i].step_time);
+  }
 }
 
 }  // namespace
