@@ -109,6 +109,9 @@ expect comm-model-bad 2 "--comm-model: unknown communication model 'flo'.*did yo
 expect fabric-needs-flow 2 "--oversubscription and --no-rail-optimized describe the fabric for --comm-model flow" -- "${tp8[@]}" --oversubscription 2
 expect flow-slow-link 2 "--slow-link: runs with --comm-model alpha-beta" -- "${tp8[@]}" --comm-model flow --slow-link 1:nic:2
 expect flow-partial-machine 2 "--gpus: 12 GPUs do not fill whole dgx-h100 machines of 8 GPUs" -- "${tp8[@]}" --gpus 12 --tp 4 --gbs 3 --comm-model flow
+expect flow-bad-tiers 2 "fabric.tiers: must be 2 or 3, got 4" -- "${tp8[@]}" --comm-model flow --tiers 4
+expect flow-bad-oversubscription 2 "fabric.oversubscription: must be a finite ratio >= 1" -- "${tp8[@]}" --comm-model flow --oversubscription 0.5
+expect flow-too-big-for-two-tiers 2 "fabric.machines: a 2-tier fat tree of radix 64 .* use tiers = 3" -- train --model llama3-8b --gpu h100-sxm --gpus 16384 --tp 8 --gbs 2048 --comm-model flow
 expect flow-no-node 2 "--comm-model: flow needs a catalog node with a40 GPUs \(--node\) or --topology FILE" -- train --model llama3-8b --gpu a40 --gpus 8 --gbs 8 --comm-model flow
 printf 'gpu a\ngpu b\nlink a b bw=100GB/s lat=1us duplex\n' > "$tmp/two.topo"
 expect flow-topology-size 2 "--topology: '.*two.topo' has 2 GPUs but --gpus is 8" -- "${tp8[@]}" --comm-model flow --topology "$tmp/two.topo"

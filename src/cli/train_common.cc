@@ -189,7 +189,7 @@ std::optional<net::Topology> training_topology(const FabricArgs& a, const hw::Gp
   f.tiers = a.tiers;
   f.oversubscription = a.oversubscription;
   f.rail_optimized = !a.no_rail_optimized;
-  return net::from_catalog(*node, gpu, static_cast<int32_t>(gpus / node->gpus_per_node), f, kCl.with_key("--oversubscription"));
+  return net::from_catalog(*node, gpu, static_cast<int32_t>(gpus / node->gpus_per_node), f, kCl.with_key("fabric"));
 }
 
 void add_fabric_options(CLI::App* c, FabricArgs& f) {

@@ -66,7 +66,8 @@ struct FabricArgs {
 void add_fabric_options(CLI::App* c, FabricArgs& f);
 // The topology for --comm-model flow (nullopt for alpha-beta). InputError naming the flag for an
 // unknown model, fabric flags without flow, a topology of another size, no catalog node with the
-// GPU, or GPUs that do not fill whole machines.
+// GPU, or GPUs that do not fill whole machines; "fabric.<field>" for a fat tree the builder refuses
+// (tiers, oversubscription, too many machines for two tiers).
 std::optional<net::Topology> training_topology(const FabricArgs& a, const hw::GpuSpec& gpu, const hw::NodeSpec* node,
                                                int64_t gpus);
 // "alpha-beta (non-blocking fabric)" or "flow-level on a 2-tier rail-optimized fat tree, 4:1 (512 GPUs)".
