@@ -169,10 +169,7 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
     row.push_back(fmt::format("{:.1f}", c.tflops_per_gpu));
     row.push_back(fmt::format("{:.1f}%", 100.0 * c.mfu));
     row.push_back(gib(c.peak));
-    if (flow) {
-      row.push_back(c.alpha_beta_tokens_per_s_per_gpu > 0.0 ? fmt::format("{:.1f}", c.alpha_beta_tokens_per_s_per_gpu)
-                                                            : std::string("-"));
-    }
+    if (flow) row.push_back(fmt::format("{:.1f}", c.alpha_beta_tokens_per_s_per_gpu));
     t.add_row(std::move(row));
   }
   return t;

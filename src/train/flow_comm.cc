@@ -104,7 +104,8 @@ class EfficientPaths final : public coll::PathProvider {
 }  // namespace
 
 FlowComm::FlowComm(const net::Topology& topology, const ClusterSpec& cluster, const Plan& plan)
-    : topo_(topology), cluster_(cluster), plan_(plan), alpha_beta_(cluster, plan) {
+    : topo_(topology), cluster_(cluster), plan_(plan), alpha_beta_(cluster, plan),
+      paths_(std::make_unique<EfficientPaths>(topology, cluster)) {
   if (topo_.num_gpus() != plan_.gpus()) {
     throw InputError(Where{}.with_key("topology"),
                      fmt::format("the topology has {} GPUs but the plan runs on {}", topo_.num_gpus(), plan_.gpus()));
@@ -113,27 +114,25 @@ FlowComm::FlowComm(const net::Topology& topology, const ClusterSpec& cluster, co
 
 Time FlowComm::collective(coll::Op op, Bytes size, Group g) const {
   if (group_size(plan_, g) <= 1 || size.count() <= 0) return Time::zero();
-  const auto key = std::make_tuple(static_cast<int>(op), size.count(), static_cast<int>(g));
-  const auto it = cache_.find(key);
-  if (it != cache_.end()) return it->second;
-  const Time t = run(op, size, g) + cluster_.collective_launch;
-  cache_.emplace(key, t);
-  return t;
+  return cached(op, size, g, cluster_.collective_launch);
 }
 
 Time FlowComm::p2p(Bytes size) const {
   if (plan_.pp <= 1 || size.count() <= 0) return Time::zero();
-  const auto key = std::make_tuple(-1, size.count(), static_cast<int>(Group::kPp));
+  return cached(coll::Op::kSendRecv, size, Group::kPp, Time::zero());
+}
+
+Time FlowComm::cached(coll::Op op, Bytes size, Group g, Time overhead) const {
+  const auto key = std::make_tuple(static_cast<int>(op), size.count(), static_cast<int>(g));
   const auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
-  const Time t = run(coll::Op::kSendRecv, size, Group::kPp);
+  const Time t = run(op, size, g) + overhead;
   cache_.emplace(key, t);
   return t;
 }
 
 Time FlowComm::run(coll::Op op, Bytes size, Group g) const {
   ++simulations_;
-  if (!paths_) paths_ = std::make_unique<EfficientPaths>(topo_, cluster_);
   const int32_t ranks = static_cast<int32_t>(plan_.gpus());
   const int64_t n = group_size(plan_, g);
   const int64_t stride = group_stride(plan_, g);

@@ -49,12 +49,14 @@ class FlowComm final : public CommModel {
   size_t simulations() const { return simulations_; }  // flow simulations run (cache misses)
 
  private:
+  // The simulated time of (op, size, g) plus `overhead`, simulated once per distinct key.
+  Time cached(coll::Op op, Bytes size, Group g, Time overhead) const;
   Time run(coll::Op op, Bytes size, Group g) const;
   const net::Topology& topo_;
   ClusterSpec cluster_;
   Plan plan_;
   AlphaBetaComm alpha_beta_;
-  mutable std::unique_ptr<coll::PathProvider> paths_;
+  std::unique_ptr<coll::PathProvider> paths_;  // routes are cached inside (PathProvider::path)
   mutable std::map<std::tuple<int, int64_t, int>, Time> cache_;
   mutable size_t simulations_ = 0;
 };

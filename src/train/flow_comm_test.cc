@@ -43,23 +43,30 @@ Plan tp8(int64_t dp) {
   return p;
 }
 
-double seconds_less_launch(Time t, const ClusterSpec& c) { return (t - c.collective_launch).to_seconds(); }
+// The test GPU and its cluster spec (one 50 GB/s NIC per GPU, 8 GPUs per machine).
+struct Rig {
+  hw::GpuSpec gpu = test_gpu();
+  ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  double less_launch(Time t) const { return (t - c.collective_launch).to_seconds(); }
+};
 
 // Two machines, tp 8, dp 2: eight DP groups of two GPUs, one per rail, each on its own rail leaf, so no
 // two groups share a link. A two-rank ring all-reduce sends S per rank over its NIC (2 (n - 1)/n S):
-// S / B (B the NIC's rate at NCCL's network efficiency), plus a few microseconds of per-step latency (under 1% of S / B at 256 MiB).
+// S / B (B the NIC's rate at NCCL's network efficiency), plus a few microseconds of per-step latency
+// (under 1% of S / B at 256 MiB).
 TEST(FlowComm, GroupsOnSeparateRailsRunAtTheirNicRate) {
-  const hw::GpuSpec gpu = test_gpu();
-  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const Rig r;
   const net::Topology t = fabric(2, 1.0);
-  const FlowComm comm(t, c, tp8(2));
+  const FlowComm comm(t, r.c, tp8(2));
   const Bytes s = Bytes::MiB(256);
   const double expect = s.to_double() / kNet;
-  EXPECT_NEAR(seconds_less_launch(comm.collective(coll::Op::kAllReduce, s, Group::kDp), c), expect, 0.01 * expect);
+  EXPECT_NEAR(r.less_launch(comm.collective(coll::Op::kAllReduce, s, Group::kDp)), expect, 0.01 * expect);
   EXPECT_EQ(comm.simulations(), 1u);
   comm.collective(coll::Op::kAllReduce, s, Group::kDp);  // cached
   EXPECT_EQ(comm.simulations(), 1u);
-  EXPECT_EQ(comm.collective(coll::Op::kAllReduce, s, Group::kTp) > Time::zero(), true);  // inside a machine
+  // Inside a machine: a ring of 8 over NVSwitch at NCCL's 0.8 of 300 GB/s, 2 (n - 1)/n S / B.
+  const double tp = 2.0 * 7.0 / 8.0 * s.to_double() / (300e9 * r.c.scaleup_efficiency);
+  EXPECT_NEAR(r.less_launch(comm.collective(coll::Op::kAllReduce, s, Group::kTp)), tp, 0.01 * tp);
 }
 
 // Cross-rail ring hops relay over NVLink to the GPU on the destination's rail (NCCL's PXN, routing
@@ -69,15 +76,14 @@ TEST(FlowComm, GroupsOnSeparateRailsRunAtTheirNicRate) {
 // the NIC's rate: a ring all-gather sends (n - 1)/n S per rank, half per channel: 3/8 S / B. Without
 // the relay, the crossings of different groups meet on rail leaves' uplinks (2x slower here).
 TEST(FlowComm, CrossRailHopsRelayToTheDestinationRailLikeNcclPxn) {
-  const hw::GpuSpec gpu = test_gpu();
-  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const Rig r;
   const net::Topology t = fabric(2, 1.0);
   Plan p = tp8(4);
   p.tp = 4;
-  const FlowComm comm(t, c, p);
+  const FlowComm comm(t, r.c, p);
   const Bytes s = Bytes::MiB(256);
   const double expect = 3.0 / 8.0 * s.to_double() / kNet;
-  EXPECT_NEAR(seconds_less_launch(comm.collective(coll::Op::kAllGather, s, Group::kDp), c), expect, 0.01 * expect);
+  EXPECT_NEAR(r.less_launch(comm.collective(coll::Op::kAllGather, s, Group::kDp)), expect, 0.01 * expect);
 }
 
 // All-to-all over 16 machines (tp 8, dp 16: eight DP groups of 16, one per rail; each rail has two
@@ -87,38 +93,35 @@ TEST(FlowComm, CrossRailHopsRelayToTheDestinationRailLikeNcclPxn) {
 // 400 GB/s = S / 100 GB/s, the NICs 15/16 S / 50 GB/s: NIC-bound. The alpha-beta model, which assumes
 // full bisection, gives the r = 1 figure for both.
 TEST(FlowComm, AllToAllAcrossAnOversubscribedTierSlowsToTheUplinkRate) {
-  const hw::GpuSpec gpu = test_gpu();
-  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const Rig r;
   const Bytes s = Bytes::MiB(64);
   const net::Topology full = fabric(16, 1.0);
   const net::Topology thin = fabric(16, 8.0);
   const double nic_bound = 15.0 / 16.0 * s.to_double() / kNet;
   const double uplink_bound = 4.0 * s.to_double() / kNet;
-  const Time t1 = FlowComm(full, c, tp8(16)).collective(coll::Op::kAllToAll, s, Group::kDp);
-  const Time t8 = FlowComm(thin, c, tp8(16)).collective(coll::Op::kAllToAll, s, Group::kDp);
-  EXPECT_NEAR(seconds_less_launch(t1, c), nic_bound, 0.03 * nic_bound);
-  EXPECT_NEAR(seconds_less_launch(t8, c), uplink_bound, 0.03 * uplink_bound);
+  const Time t1 = FlowComm(full, r.c, tp8(16)).collective(coll::Op::kAllToAll, s, Group::kDp);
+  const Time t8 = FlowComm(thin, r.c, tp8(16)).collective(coll::Op::kAllToAll, s, Group::kDp);
+  EXPECT_NEAR(r.less_launch(t1), nic_bound, 0.03 * nic_bound);
+  EXPECT_NEAR(r.less_launch(t8), uplink_bound, 0.03 * uplink_bound);
 }
 
 // Pipeline transfers: tp 8, pp 2 on two machines: every GPU of machine 0 sends to the same GPU of
 // machine 1 on its own rail at once: S / B each.
 TEST(FlowComm, PipelineTransfersRunOnEveryBoundaryAtOnce) {
-  const hw::GpuSpec gpu = test_gpu();
-  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const Rig r;
   const net::Topology t = fabric(2, 1.0);
   Plan p = tp8(1);
   p.pp = 2;
-  const FlowComm comm(t, c, p);
+  const FlowComm comm(t, r.c, p);
   const Bytes s = Bytes::MiB(64);
   const double expect = s.to_double() / kNet;
   EXPECT_NEAR(comm.p2p(s).to_seconds(), expect, 0.01 * expect);
 }
 
 TEST(FlowComm, ATopologyOfAnotherSizeIsAnInputError) {
-  const hw::GpuSpec gpu = test_gpu();
-  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
+  const Rig r;
   const net::Topology t = fabric(2, 1.0);
-  EXPECT_THROW(FlowComm(t, c, tp8(4)), InputError);
+  EXPECT_THROW(FlowComm(t, r.c, tp8(4)), InputError);
 }
 
 // End to end: a step timed on a topology runs, is deterministic, and with a fabric that does not
@@ -126,9 +129,8 @@ TEST(FlowComm, ATopologyOfAnotherSizeIsAnInputError) {
 // charge the same bandwidth terms (same link efficiencies, same algorithm), and differ only in per-step
 // latency and chunk pipelining, small next to the bandwidth terms (0.05% apart when written).
 TEST(FlowComm, EvaluateTimesTheStepOnTheTopology) {
-  const hw::GpuSpec gpu = test_gpu();
-  const ClusterSpec c = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(kNic));
-  const compute::ComputeModel cm(gpu);
+  const Rig r;
+  const compute::ComputeModel cm(r.gpu);
   const auto model = model::ModelSpec::llama({8, 2048, 16, 16, 8192, 32000, 1024});
   const net::Topology t = fabric(2, 1.0);
   Plan p = tp8(2);
@@ -136,9 +138,9 @@ TEST(FlowComm, EvaluateTimesTheStepOnTheTopology) {
   p.sp = true;
   EvaluateOptions flow;
   flow.topology = &t;
-  const TrainResult a = evaluate(model, p, c, cm, flow);
-  const TrainResult b = evaluate(model, p, c, cm, flow);
-  const TrainResult ab = evaluate(model, p, c, cm);
+  const TrainResult a = evaluate(model, p, r.c, cm, flow);
+  const TrainResult b = evaluate(model, p, r.c, cm, flow);
+  const TrainResult ab = evaluate(model, p, r.c, cm);
   EXPECT_EQ(a.step.step_time, b.step.step_time);
   EXPECT_GT(a.step.step_time, Time::zero());
   EXPECT_NEAR(a.step.step_time / ab.step.step_time, 1.0, 0.02);

@@ -41,7 +41,9 @@ Simulated run(Schedule schedule, int64_t p, int64_t m, int64_t v = 1, bool offlo
   plan.schedule = schedule;
   plan.activation_offload = offload;
   const ModelCosts c = model_costs(model, plan, cm, comm);
-  Simulated r{memory_model(model, plan, c, gpu), simulate_step(model, plan, c, cm, comm)};
+  StepOptions o;
+  o.record_passes = true;
+  Simulated r{memory_model(model, plan, c, gpu), simulate_step(model, plan, c, cm, comm, o)};
   return r;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -432,41 +433,6 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   }
   report("simulate", total, total);
 
-  // Phase 3 (a topology): the best plans of the search re-simulated with flow-level communication and
-  // re-ranked (planner.h).
-  std::vector<Candidate> flow_done;
-  if (o.evaluate.topology != nullptr && o.top_k > 0) {
-    std::vector<size_t> order;
-    for (size_t i : fitting) {
-      if (cands[i].status == CandidateStatus::kSimulated) order.push_back(i);
-    }
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return faster(cands[a], cands[b]); });
-    order.resize(std::min(order.size(), o.top_k * kFlowRerankFactor));
-    EvaluateOptions fo = o.evaluate;
-    fo.simulate = true;
-    fo.step = StepOptions{};
-    std::vector<Candidate> out(order.size());
-    std::vector<uint8_t> ok(order.size(), 0);
-    report("flow", 0, order.size());
-    parallel_for(order.size(), 1, threads, [&](size_t j) {
-      Candidate c = cands[order[j]];
-      try {
-        const TrainResult t = evaluate(model, c.plan, cluster, compute, fo);
-        c.alpha_beta_tokens_per_s_per_gpu = c.tokens_per_s_per_gpu;
-        record_run(c, t);
-        out[j] = std::move(c);
-        ok[j] = 1;
-      } catch (const std::exception&) {
-        // Left out of the re-ranking; the search reported the plan already.
-      }
-    }, [&](size_t done) { report("flow", done, order.size()); });
-    report("flow", order.size(), order.size());
-    for (size_t j = 0; j < order.size(); ++j) {
-      if (ok[j] != 0) flow_done.push_back(std::move(out[j]));
-    }
-    r.counts.flow_simulated = static_cast<int64_t>(flow_done.size());
-  }
-
   // Results, with full tie-breaks.
   std::vector<const Candidate*> sim, over;
   std::map<std::string, ReasonCount> reasons;
@@ -495,11 +461,35 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   r.counts.simulated = static_cast<int64_t>(sim.size());
   r.counts.fits = r.counts.simulated + r.counts.pruned;
   std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) { return faster(*a, *b); });
-  if (o.evaluate.topology != nullptr) {
-    std::sort(flow_done.begin(), flow_done.end(), faster);
-    for (size_t k = 0; k < std::min(o.top_k, flow_done.size()); ++k) r.top.push_back(flow_done[k]);
-  } else {
+  if (o.evaluate.topology == nullptr) {
     for (size_t k = 0; k < std::min(o.top_k, sim.size()); ++k) r.top.push_back(*sim[k]);
+  } else {
+    // Phase 3: the search's best kFlowRerankFactor x K plans simulated again with flow-level
+    // communication and re-ranked by those runs (planner.h).
+    const size_t n_flow = std::min(o.top_k * kFlowRerankFactor, sim.size());
+    std::vector<std::optional<Candidate>> flow(n_flow);
+    EvaluateOptions fo = o.evaluate;
+    fo.simulate = true;
+    fo.step = StepOptions{};
+    report("flow", 0, n_flow);
+    parallel_for(n_flow, 1, threads, [&](size_t j) {
+      Candidate c = *sim[j];
+      try {
+        const TrainResult t = evaluate(model, c.plan, cluster, compute, fo);
+        c.alpha_beta_tokens_per_s_per_gpu = c.tokens_per_s_per_gpu;
+        record_run(c, t);
+        flow[j] = std::move(c);
+      } catch (const std::exception&) {
+        // Left out of the re-ranking; the search simulated the plan without error.
+      }
+    }, [&](size_t done) { report("flow", done, n_flow); });
+    std::vector<Candidate> ranked;
+    for (std::optional<Candidate>& c : flow) {
+      if (c) ranked.push_back(std::move(*c));
+    }
+    r.counts.flow_simulated = static_cast<int64_t>(ranked.size());
+    std::sort(ranked.begin(), ranked.end(), faster);
+    for (size_t k = 0; k < std::min(o.top_k, ranked.size()); ++k) r.top.push_back(ranked[k]);
   }
   std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) {
     if (a->peak != b->peak) return a->peak < b->peak;

@@ -136,15 +136,15 @@ struct PlannerCounts {
 struct PlannerResult {
   Bytes budget;
   PlannerCounts counts;
-  std::vector<Candidate> top;                  // top K by throughput (memory, index break ties)
+  // Top K by throughput (memory, index break ties); with a topology the flow-level top K (phase 3: the
+  // fields are the flow runs'), while `pareto` stays the alpha-beta search's.
+  std::vector<Candidate> top;
   std::vector<Candidate> pareto;               // throughput vs peak memory, by increasing memory
   std::vector<Candidate> fastest_over_budget;  // over budget, highest bound first (K of them)
   std::vector<Candidate> closest_over_budget;  // over budget, smallest overflow first (K of them)
   std::vector<ReasonCount> reasons;            // why plans fail, most common first (key breaks ties)
   std::vector<Candidate> candidates;  // every candidate by index, with keep_candidates
   int64_t bound_violations = 0;  // simulated plans faster than their bound (0 unless the bound is wrong)
-  // With a topology, `top` holds the flow-level top K (its fields the flow runs'); `pareto` stays the
-  // alpha-beta search's.
 };
 
 // Phase 3 on a topology (see the model card): plans re-simulated per place of the top K.

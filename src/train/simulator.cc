@@ -432,6 +432,24 @@ class Builder {
     }
   }
 
+  void record_passes(const std::vector<TaskTiming>& t, StepResult& r) const {
+    r.passes.reserve(f_first_.size() * (p_.schedule == Schedule::kZeroBubble ? 3 : 2));
+    for (int32_t s = 0; s < pp_; ++s) {
+      for (int32_t c = 0; c < v_; ++c) {
+        for (int32_t mb = 0; mb < m_mb_; ++mb) {
+          const size_t i = idx(s, c, mb);
+          auto add_pass = [&](PassKind kind, TaskId first, TaskId last) {
+            if (first < 0 || last < 0) return;
+            r.passes.push_back(PassTiming{s, c, mb, kind, t[static_cast<size_t>(first)].start, t[static_cast<size_t>(last)].end});
+          };
+          add_pass(PassKind::kForward, f_first_[i], f_last_[i]);
+          add_pass(PassKind::kBackward, b_first_[i], b_last_[i]);
+          add_pass(PassKind::kWeight, w_first_[i], w_last_[i]);
+        }
+      }
+    }
+  }
+
   StepResult summarize(const std::vector<TaskTiming>& t) {
     StepResult r;
     r.tasks = g_.size();
@@ -519,21 +537,7 @@ class Builder {
       }
     }
     r.recompute_flops = Flops(rec * d(m_mb_) * d(p_.tp * p_.cp * p_.dp));
-    r.passes.reserve(f_first_.size() * (p_.schedule == Schedule::kZeroBubble ? 3 : 2));
-    for (int32_t s = 0; s < pp_; ++s) {
-      for (int32_t c = 0; c < v_; ++c) {
-        for (int32_t mb = 0; mb < m_mb_; ++mb) {
-          const size_t i = idx(s, c, mb);
-          auto add_pass = [&](PassKind kind, TaskId first, TaskId last) {
-            if (first < 0 || last < 0) return;
-            r.passes.push_back(PassTiming{s, c, mb, kind, t[static_cast<size_t>(first)].start, t[static_cast<size_t>(last)].end});
-          };
-          add_pass(PassKind::kForward, f_first_[i], f_last_[i]);
-          add_pass(PassKind::kBackward, b_first_[i], b_last_[i]);
-          add_pass(PassKind::kWeight, w_first_[i], w_last_[i]);
-        }
-      }
-    }
+    if (o_.record_passes) record_passes(t, r);
     if (!o_.trace_stages.empty()) {
       for (size_t i = 0; i < g_.size(); ++i) {
         if (traced_[static_cast<size_t>(stage_of_[i])] == 0) continue;

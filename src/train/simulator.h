@@ -44,8 +44,8 @@
 #include "model/model_spec.h"
 #include "train/comm_model.h"
 #include "train/layer_costs.h"
-#include "train/schedule.h"
 #include "train/plan.h"
+#include "train/schedule.h"
 
 namespace orrery::train {
 
@@ -91,6 +91,7 @@ struct PassTiming {
 struct StepOptions {
   std::vector<double> stage_slowdown;  // per stage, >= 1 multiplies its compute; empty: all 1
   std::vector<int32_t> trace_stages;   // stages whose tasks go into StepResult::trace
+  bool record_passes = false;          // fill StepResult::passes (the memory timeline reads them)
   // Asymmetric communication (a slow link of one stage's simulated rank): per stage, the communication
   // model and the layer costs built with it; missing or null entries use simulate_step's arguments. A
   // pipeline transfer takes the slower of its two ends' times.
@@ -107,7 +108,7 @@ struct StepResult {
   Flops recompute_flops;            // per step, whole job
   size_t tasks = 0;
   std::vector<TraceEvent> trace;
-  std::vector<PassTiming> passes;  // every pass of every stage, by (stage, chunk, micro-batch, kind)
+  std::vector<PassTiming> passes;  // with record_passes: every pass of every stage, by (stage, chunk, micro-batch, kind)
 };
 
 // REQUIRES: a valid plan; costs from model_costs() for the same plan and models.

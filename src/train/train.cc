@@ -21,6 +21,7 @@ TrainResult evaluate(const model::ModelSpec& model, const Plan& plan, const Clus
   r.model_flops = model::training_flops_per_token(model, plan.seq, model::AttentionFlops::kFull) * tokens;
   if (!options.simulate) return r;
   StepOptions step = options.step;
+  step.record_passes = step.record_passes || options.memory_timeline;
   std::vector<std::unique_ptr<AlphaBetaComm>> stage_comm;
   std::vector<std::unique_ptr<ModelCosts>> stage_costs;
   if (!options.slow_links.empty()) {

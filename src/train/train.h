@@ -30,7 +30,7 @@ struct EvaluateOptions {
   MemoryConstants memory;
   StepOptions step;
   bool simulate = true;  // false: memory only (a planner's first filter)
-  bool memory_timeline = false;  // fill TrainResult::memory_timeline (needs simulate)
+  bool memory_timeline = false;  // fill TrainResult::memory_timeline and StepResult::passes (needs simulate)
   // Links slower than nominal (train/comm_model.h). The stage of each rank gets its own communication
   // model: symmetry is kept by simulating that stage as the slow rank (the step waits for its slowest
   // rank). REQUIRES: 0 <= rank < plan.gpus(), factor >= 1.
