@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include "train/flow_comm.h"
 
@@ -11,6 +12,9 @@ TrainResult evaluate(const model::ModelSpec& model, const Plan& plan, const Clus
                      const compute::ComputeModel& compute, const EvaluateOptions& options) {
   TrainResult r;
   const AlphaBetaComm alpha_beta(cluster, plan);
+  if (options.topology != nullptr && !options.slow_links.empty()) {
+    throw std::invalid_argument("evaluate: slow_links run with the alpha-beta model; on a topology, edit the link");
+  }
   std::unique_ptr<FlowComm> flow;
   if (options.topology != nullptr) flow = std::make_unique<FlowComm>(*options.topology, cluster, plan);
   const CommModel& comm = flow ? static_cast<const CommModel&>(*flow) : alpha_beta;
