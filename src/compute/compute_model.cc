@@ -130,6 +130,16 @@ Time LayerOpTimes::linear_total() const {
   return t;
 }
 
+// Hopper fused attention, read off kernels measured on an H100 SXM (tools/gpu/training_kernels.py,
+// data/measured/h100-sxm/training_kernels.csv; docs/compute.md has the table): with the published
+// long-sequence rates kept (cuDNN 0.60, FlashAttention-2 0.35), the rate falls with the kernel's CTA
+// count as C / (C + 2 * SMs), fit on rows E4-E7 and G1 (7-12 heads at 4k, 64 head-sequences at 8k) and
+// checked on E1-E3, E8, E9; the fit's own efficiencies, 0.61 and 0.35, are the published ones. cuDNN's
+// backward runs at 0.94 of its forward rate per FLOP (median of the same rows; FlashAttention-2: 1.02,
+// kept at 1).
+constexpr double kHopperAttentionCtasPerSmHalf = 2.0;
+constexpr double kHopperCudnnBackwardRate = 0.94;
+
 // Per-architecture efficiencies (sources in the file header and docs/compute.md).
 struct ArchConstants {
   std::string_view arch;
@@ -139,6 +149,8 @@ struct ArchConstants {
   double attention;
   int64_t launch_us;
   std::string_view source;
+  double attention_ctas_per_sm_half = 0.0;  // 0: no occupancy term (not measured on the architecture)
+  double attention_backward_rate = 1.0;
 };
 constexpr std::array kArchConstants = {
     ArchConstants{"ampere", 0.72, 0.78, 0.90, 0.73, 3,
@@ -146,12 +158,15 @@ constexpr std::array kArchConstants = {
                   "(Dao 2023) for attention; SMs from NVIDIA whitepapers (docs/compute.md)"},
     ArchConstants{"ada-lovelace", 0.72, 0.78, 0.90, 0.73, 3,
                   "the Ampere constants (vidur A100 fit), not validated on Ada (docs/compute.md)"},
-    ArchConstants{"hopper", 0.67, 0.78, 0.90, 0.60, 3,
+    ArchConstants{"hopper", 0.67, 0.64, 0.90, 0.60, 3,
                   "GEMM: the A100 model-shaped fraction (vidur) scaled by measured best-shape matmul rates, H100 "
                   "SXM 792.1 vs A100 SXM 267.9 TFLOP/s (mamf-finder); attention: cuDNN in Shah et al. 2024; "
-                  "bandwidth fractions as measured on Ampere (not validated on this architecture; docs/compute.md)"},
+                  "bandwidth fractions as measured on Ampere; attention occupancy and cuDNN backward rate measured on an "
+                  "H100 (data/measured/h100-sxm, docs/compute.md)",
+                  kHopperAttentionCtasPerSmHalf, kHopperCudnnBackwardRate},
     ArchConstants{"blackwell", 0.67, 0.78, 0.90, 0.60, 3,
-                  "the Hopper constants, not validated on Blackwell (docs/compute.md)"},
+                  "the Hopper constants, not validated on Blackwell (docs/compute.md)", kHopperAttentionCtasPerSmHalf,
+                  kHopperCudnnBackwardRate},
     ArchConstants{"cdna3", 0.55, 0.70, 0.80, 0.40, 4,
                   "rough CDNA3 figures (not validated): hipBLASLt bf16 GEMMs reach about half of MI300X's dense "
                   "peak"},
@@ -169,15 +184,16 @@ struct KernelEfficiency {
   std::string_view arch;
   AttentionKernel kernel;
   double efficiency;
+  double backward_rate = 1.0;  // backward FLOP rate over the forward's (measured: Hopper cuDNN; else 1)
 };
 constexpr std::array kKernelEfficiencies = {
     KernelEfficiency{"ampere", AttentionKernel::kFlashAttention2, 0.73},
     KernelEfficiency{"ada-lovelace", AttentionKernel::kFlashAttention2, 0.73},
     KernelEfficiency{"hopper", AttentionKernel::kFlashAttention2, 0.35},
-    KernelEfficiency{"hopper", AttentionKernel::kCudnn, 0.60},
+    KernelEfficiency{"hopper", AttentionKernel::kCudnn, 0.60, kHopperCudnnBackwardRate},
     KernelEfficiency{"hopper", AttentionKernel::kFlashAttention3, 0.64},
     KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention2, 0.35},
-    KernelEfficiency{"blackwell", AttentionKernel::kCudnn, 0.60},
+    KernelEfficiency{"blackwell", AttentionKernel::kCudnn, 0.60, kHopperCudnnBackwardRate},
     KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention3, 0.64},
 };
 constexpr std::array kKernelNames = {std::pair<std::string_view, AttentionKernel>{"default", AttentionKernel::kDefault},
@@ -210,6 +226,7 @@ Calibration with_attention_kernel(Calibration c, const hw::GpuSpec& gpu, Attenti
     if (e.arch != gpu.architecture) continue;
     if (e.kernel == k) {
       c.attention_efficiency = e.efficiency;
+      c.attention_backward_rate = e.backward_rate;
       return c;
     }
     have.emplace_back(attention_kernel_name(e.kernel));
@@ -233,6 +250,8 @@ Calibration default_calibration(const hw::GpuSpec& gpu) {
     c.gemm_memory_efficiency = a.gemm_memory;
     c.memory_efficiency = a.memory;
     c.attention_efficiency = a.attention;
+    c.attention_ctas_per_sm_half = a.attention_ctas_per_sm_half;
+    c.attention_backward_rate = a.attention_backward_rate;
     c.launch_overhead = Time::us(a.launch_us);
     c.source = std::string(a.source);
   }
@@ -310,6 +329,7 @@ Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const Attention
   double t_c = 0.0;
   double bytes = 0.0;
   double units = 0.0;
+  double ctas = 0.0;
   for (const AttentionSeq& s : seqs) {
     ORRERY_ASSERT(s.q >= 1 && s.kv >= s.q);
     const double pairs = model::attended_pairs(s.q, s.kv - s.q, h.window, mode);
@@ -320,14 +340,22 @@ Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const Attention
     t_c += flops / (peak * eff);
     bytes += eb * (d(s.q) * d(h.heads) * width + kv_read * d(h.kv_heads) * width);
     units += d(h.kv_heads);
+    ctas += d(h.heads) * std::ceil(d(s.q) / d(std::max<int64_t>(1, c.attention_q_tile)));
   }
   if (seqs.empty()) return c.launch_overhead;
+  t_c /= attention_occupancy(ctas);
   if (pass == Pass::kBackward) {
-    t_c *= 2.5;
+    t_c *= 2.5 / c.attention_backward_rate;
     bytes *= 2.0;
   }
   return Time::seconds(smooth_max(t_c, bytes / attention_bandwidth(units), c.transition_sharpness)) +
          c.launch_overhead;
+}
+
+double ComputeModel::attention_occupancy(double ctas) const {
+  const Calibration& c = calibration_;
+  if (c.sm_count <= 0 || c.attention_ctas_per_sm_half <= 0.0) return 1.0;
+  return ctas / (ctas + c.attention_ctas_per_sm_half * d(c.sm_count));
 }
 
 double ComputeModel::attention_bandwidth(double units) const {
@@ -376,10 +404,11 @@ Time ComputeModel::op(const model::Op& op, const model::Shape& shape, const mode
       // the kernel's rate depends on the keys per sequence.
       const double length = d(shape.kv_len());
       const double eff = c.attention_efficiency * length / (length + c.attention_half_length);
-      double flops = op.fwd_flops.count();
+      const double q_tiles = std::ceil(d(shape.seq) / d(std::max<int64_t>(1, c.attention_q_tile)));
+      double flops = op.fwd_flops.count() / attention_occupancy(d(shape.batch) * d(spec.heads) * q_tiles);
       double bytes = (op.fwd_bytes_read + op.fwd_bytes_written).to_double();
       if (pass == Pass::kBackward) {
-        flops *= 2.5;
+        flops *= 2.5 / c.attention_backward_rate;
         bytes *= 2.0;
       }
       const double units = d(shape.batch) * d(spec.attention == model::AttentionKind::kMla ? spec.heads : spec.kv_heads);

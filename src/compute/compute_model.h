@@ -23,9 +23,12 @@
 //                t   = (t_c^p + t_m^p)^(1/p) + launch, p = transition_sharpness (a smooth max)
 //   attention  t_c = sum_i F_i / (peak * attention_efficiency * L_i/(L_i + attention_half_length)),
 //              F_i = 2*heads*pairs_i*(dqk+dv) (causal pairs, window capped), L_i = keys sequence i reads;
+//              times the occupancy C / (C + attention_ctas_per_sm_half * SMs), C = sum_i heads*ceil(q_i/q_tile)
+//              CTAs (Hopper: measured on an H100, data/measured/h100-sxm; other architectures: no term);
 //              t_m = (Q + K/V read + O) bytes / min(HBM * memory_efficiency, units * in-flight/latency)
 //              with units = sequences*kv_heads (decode parallelism); smooth max as for GEMMs.
-//              Backward: 2.5x the forward FLOPs (5 matmuls vs 2, FlashAttention-2), 2x the bytes.
+//              Backward: 2.5x the forward FLOPs (5 matmuls vs 2, FlashAttention-2) at attention_backward_rate
+//              times the forward's rate, 2x the bytes.
 //   memory-bound  bytes / (HBM * memory_efficiency) + launch; unvectorized kernels are further
 //              capped by Little's law: SMs*max_threads_per_sm*access_bytes / memory_latency.
 #pragma once
@@ -93,6 +96,11 @@ struct Calibration {
   std::vector<GemmTile> tiles;           // CTA tile shapes the GEMM library picks from; empty: {128x128}
   int64_t max_split_k = 8;               // largest split-K factor tried when tiles do not fill the SMs
   double attention_half_length = 512.0;  // keys per query at which FlashAttention reaches half its peak rate
+  // Parallelism of a fused attention kernel: one CTA per (sequence, head, q_tile query rows); the rate
+  // is scaled by CTAs / (CTAs + attention_ctas_per_sm_half * SMs). 0: no such term (not measured).
+  double attention_ctas_per_sm_half = 0.0;
+  int64_t attention_q_tile = 128;          // query rows per CTA (FlashAttention-2/3 and cuDNN on Hopper: 128)
+  double attention_backward_rate = 1.0;    // the backward's FLOP rate over the forward's (same kernel family)
   Time memory_latency = Time::ns(434);   // DRAM round trip seen by a thread (Little's law caps)
   Bytes decode_bytes_in_flight = Bytes(16384);  // bytes one decode-attention CTA (seq, kv head) keeps in flight
   double l2_bytes_per_flop = 0.0;        // L2->SM bandwidth per dense fp16 FLOP/s; 0 = unlimited
@@ -168,6 +176,8 @@ class ComputeModel {
   const Calibration& calibration() const { return calibration_; }
 
  private:
+  // Share of the fused-attention rate reached with `ctas` CTAs (1 without an occupancy term).
+  double attention_occupancy(double ctas) const;
   // Achievable bytes/s of an attention kernel with `units` (sequence, kv head) blocks.
   double attention_bandwidth(double units) const;
 

@@ -246,20 +246,22 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
   fmt::print("A100 throughput rows: {} | median |error| {:.1f}% (target 5%) | worst {:.1f}% (target 12%)\n",
              perf_err.size(), 100 * perf_median, 100 * perf_worst);
   fmt::print("Hopper throughput rows: {} | median |error| {:.1f}% | worst {:.1f}% -- issue 6 target (5% / 12%) NOT MET "
-             "yet: E1/E2 (small hidden sizes) fast, E4 (TP8, fp32 gradients over 48 nodes) slow (docs/training.md)\n",
+             "yet: E1/E2 (small hidden sizes) fast although the measured H100 layer time is matched (data/measured/h100-sxm), "
+             "E4 (TP8, fp32 gradients over 48 nodes) slow (docs/training.md)\n",
              perf_err_hopper.size(), 100 * hop_median, 100 * hop_worst);
   fmt::print("memory rows: {} | worst |error| {:.1f}% (target 5%, NOT MET: the caching allocator's reservation over "
              "the tensors is not modelled)\n",
              mem_err.size(), 100 * mem_worst);
   // The issue's targets, held on the rows whose hardware the compute model is calibrated for (A100:
-  // docs/compute.md validates it against measured kernel times).
+  // docs/compute.md validates it against measured kernel times; Hopper's layer times are validated
+  // against an H100 in h100_kernels_validation_test, but its rows' steps hold more than the layers).
   EXPECT_LE(perf_median, 0.05);
   EXPECT_LE(perf_worst, 0.12);
   // Hopper rows and the one memory row: the target is not met (printed above, stated in docs/training.md
   // and the issue stays open); these bounds only stop the error from growing past where it stands
-  // (median 8.6%, worst 23.4%, memory 11.6% when written).
-  EXPECT_LE(hop_median, 0.10);
-  EXPECT_LE(hop_worst, 0.27);
+  // (median 6.2%, worst 17.6%, memory 11.6% on 2026-11-26, after the measured Hopper attention terms).
+  EXPECT_LE(hop_median, 0.08);
+  EXPECT_LE(hop_worst, 0.20);
   EXPECT_LE(mem_worst, 0.14);
 }
 

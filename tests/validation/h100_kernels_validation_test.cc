@@ -1,0 +1,301 @@
+// Validation of the compute model's Hopper constants against kernels measured on an H100 SXM
+// (data/measured/h100-sxm/, measured by tools/gpu/training_kernels.py and tools/gpu/soak_layers.py on a
+// lent NVIDIA H100 80GB HBM3, 700 W, PyTorch 2.11 / CUDA 13.0 / cuDNN 9.19, 2026-11-26; the folder's
+// README.md gives the provenance and what each column means).
+//
+// What is compared, per kernel (bf16, one GPU, the per-GPU shapes of rows E1-E9 and G1 of
+// ../shared/validation/training.csv and a Llama-2-7B layer at 1-4,096 tokens):
+//   GEMM      ComputeModel::gemm of the same m x n x k (forward, input gradient, weight gradient, LM head)
+//   attention ComputeModel::attention, causal, heads/tp, cuDNN (the Hopper default) and FlashAttention-2
+//             (PyTorch SDPA's flash backend is FlashAttention-2), forward and backward
+//   streaming ComputeModel::memory_bound of the fewest bytes the op moves (1 GiB copy, residual add)
+//   layer     train::model_costs of one GPT layer per GPU (eager elementwise kernels, cuDNN attention, no
+//             sequence parallelism, as the measured layer ran): forward + input and weight gradient
+// against the measured median of training_kernels_hot.csv: every kernel timed after 60 s of 8192^3
+// matmuls (and 6 s more before each configuration), so at the clock the card holds at its 700 W limit
+// under load, as in a training job; training_kernels_burst.csv, the same kernels timed on a cool card
+// (up to 18% faster), is kept as data beside it. The layer check also compares with the steady-state
+// medians of soak_layers.csv (E1-E4 cycled for 150 s). The Hopper attention occupancy and cuDNN
+// backward rate (compute_model.cc) were fit on the burst run's E4-E7 and G1 kernels, before the hot run
+// was measured. Each table prints predicted, measured and the signed error; the test fails when a
+// group's median or worst |error| exceeds its target or bound (beside each check). Lines starting
+// "H100 |" and "SUMMARY | H100" form the tables of docs/compute.md.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "compute/compute_model.h"
+#include "io/catalog_loader.h"
+#include "train/comm_model.h"
+#include "train/layer_costs.h"
+#include "train/plan.h"
+
+namespace orrery {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path data_dir() {
+  const char* src = std::getenv("ORRERY_SOURCE_DIR");
+  return fs::path(src != nullptr ? src : ".") / "data" / "measured" / "h100-sxm";
+}
+
+const io::Catalog& catalog() {
+  static const io::Catalog c = [] {
+    io::CatalogOptions o;
+    o.use_environment = false;
+    return io::load_catalog(o);
+  }();
+  return c;
+}
+
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, ',')) out.push_back(cell);
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+// A CSV file as rows of column name -> cell.
+std::vector<std::map<std::string, std::string>> read_csv(const fs::path& file) {
+  std::ifstream in(file);
+  EXPECT_TRUE(in.good()) << "cannot open " << file;
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split_csv(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const std::vector<std::string> cells = split_csv(line);
+    EXPECT_EQ(cells.size(), header.size()) << file << ": " << line;
+    std::map<std::string, std::string> r;
+    for (size_t i = 0; i < header.size() && i < cells.size(); ++i) r[header[i]] = cells[i];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+// The configurations of tools/gpu/training_kernels.py (rows of training.csv: GPT rows E1-E9, Llama G1).
+struct Config {
+  std::string name;
+  int64_t hidden, heads, ffn, vocab, tp, seq, mbs, kv_heads;
+  bool swiglu;
+};
+const std::vector<Config> kConfigs = {
+    {"E1", 2048, 16, 8192, 131072, 1, 4096, 1, 16, false},   {"E2", 4096, 32, 16384, 131072, 2, 4096, 1, 32, false},
+    {"E3", 6144, 48, 24576, 131072, 4, 4096, 1, 48, false},  {"E4", 7168, 56, 28672, 131072, 8, 4096, 1, 56, false},
+    {"E5", 8192, 64, 32768, 131072, 8, 4096, 1, 64, false},  {"E6", 10240, 80, 40960, 131072, 8, 4096, 1, 80, false},
+    {"E7", 12288, 96, 49152, 131072, 8, 4096, 1, 96, false}, {"E8", 16384, 128, 65536, 131072, 8, 4096, 1, 128, false},
+    {"E9", 18432, 144, 73728, 131072, 8, 4096, 1, 144, false}, {"G1", 4096, 32, 14336, 128256, 1, 8192, 2, 8, true},
+};
+const Config* config(const std::string& name) {
+  for (const auto& c : kConfigs) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+struct Errors {
+  std::vector<double> abs_pct;
+  void add(double predicted, double measured) { abs_pct.push_back(std::fabs(predicted / measured - 1.0) * 100.0); }
+  double median() const {
+    std::vector<double> v = abs_pct;
+    std::sort(v.begin(), v.end());
+    if (v.empty()) return 0.0;
+    return v.size() % 2 == 1 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  }
+  double worst() const { return abs_pct.empty() ? 0.0 : *std::max_element(abs_pct.begin(), abs_pct.end()); }
+};
+
+void print_row(const std::string& group, const std::string& what, double predicted, double measured) {
+  std::cout << fmt::format("H100 | {:<10} | {:<34} | {:>9.4f} | {:>9.4f} | {:>+7.1f}%\n", group, what, predicted, measured,
+                           (predicted / measured - 1.0) * 100.0);
+}
+
+// The per-kernel targets (as for the A100 profiles, tests/validation/compute_validation_test.cc):
+// median |error| <= 10% per group; the worst kernel within 12%, where met (printed either way).
+constexpr double kMedianTarget = 10.0;
+constexpr double kWorstTarget = 12.0;
+
+void print_summary(const std::string& group, const Errors& e) {
+  std::cout << fmt::format("SUMMARY | H100 {:<10} | n {:>3} | median |error| {:5.1f}% | worst {:5.1f}% | {}\n", group,
+                           e.abs_pct.size(), e.median(), e.worst(),
+                           e.median() > kMedianTarget  ? "median target NOT MET"
+                           : e.worst() > kWorstTarget  ? "median target met, worst NOT MET"
+                                                       : "targets met");
+}
+
+class H100Kernels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rows_ = read_csv(data_dir() / "training_kernels_hot.csv");
+    ASSERT_FALSE(rows_.empty());
+  }
+  const hw::GpuSpec& gpu() const { return catalog().hw.get_gpu("h100-sxm", Where{}); }
+  std::vector<std::map<std::string, std::string>> rows_;
+};
+
+// GEMMs: every layer GEMM (forward, input-grad, weight-grad), LM head and serving-shape GEMM.
+// Median held to the target. The worst is not met (2026-11-26: 26.6%, the 4096 x 4096 projection at
+// 1-512 tokens, which cuBLAS runs slower per byte than the larger weight-streaming GEMMs; docs/compute.md):
+// the bound only stops it from growing.
+TEST_F(H100Kernels, GemmTimesMatchTheMeasuredKernels) {
+  const compute::ComputeModel cm(gpu());
+  Errors all;
+  for (const auto& r : rows_) {
+    const std::string op = r.at("op"), pass = r.at("pass");
+    const bool layer_gemm = op == "qkv" || op == "proj" || op == "fc1" || op == "fc2" || op == "lm-head";
+    if (!layer_gemm || pass == "weight-grad-fp32") continue;
+    compute::GemmShape g;
+    g.m = std::stod(r.at("m"));
+    g.n = std::stoll(r.at("n"));
+    g.k = std::stoll(r.at("k"));
+    const double predicted = cm.gemm(g, hw::DType::kBf16).to_ms();
+    const double measured = std::stod(r.at("ms"));
+    print_row("gemm", fmt::format("{} {} {} {}x{}x{}", r.at("config"), op, pass, r.at("m"), r.at("n"), r.at("k")), predicted,
+              measured);
+    all.add(predicted, measured);
+  }
+  print_summary("gemm", all);
+  EXPECT_GE(all.abs_pct.size(), 100u);
+  EXPECT_LE(all.median(), kMedianTarget);
+  EXPECT_LE(all.worst(), 30.0);
+}
+
+// Causal attention per SDPA backend: cuDNN (the calibration's Hopper default) and flash (PyTorch's
+// FlashAttention-2). Target: median |error| <= 10% over the 40 kernels. Not met per group for cuDNN's
+// forward (12.8%) nor for the worst kernel (25.9%): identical shapes measured in one run differ by up
+// to 29% (E1, E2 and E8 are all 16 heads x 4096 at head dim 128: cuDNN forward 0.167, 0.215 and 0.213
+// ms), which no per-shape model can follow. The per-group and worst bounds only stop growth.
+TEST_F(H100Kernels, AttentionTimesMatchTheMeasuredKernels) {
+  struct Backend {
+    std::string label;
+    compute::AttentionKernel kernel;
+  };
+  Errors pooled;
+  for (const Backend& b : {Backend{"cudnn", compute::AttentionKernel::kCudnn},
+                           Backend{"flash", compute::AttentionKernel::kFlashAttention2}}) {
+    const compute::ComputeModel cm(gpu(), compute::with_attention_kernel(compute::default_calibration(gpu()), gpu(),
+                                                                         b.kernel, Where{}));
+    for (const compute::Pass pass : {compute::Pass::kForward, compute::Pass::kBackward}) {
+      const std::string pass_name = pass == compute::Pass::kForward ? "forward" : "backward";
+      Errors e;
+      for (const auto& r : rows_) {
+        if (r.at("op") != "attention-" + b.label || r.at("pass") != pass_name) continue;
+        const Config* c = config(r.at("config"));
+        ASSERT_NE(c, nullptr) << r.at("config");
+        const compute::AttentionHeads heads{c->heads / c->tp, std::max<int64_t>(1, c->kv_heads / c->tp),
+                                            c->hidden / c->heads, c->hidden / c->heads, 0, true};
+        const std::vector<compute::AttentionSeq> seqs(static_cast<size_t>(c->mbs), compute::AttentionSeq{c->seq, c->seq});
+        const double predicted = cm.attention(seqs, heads, hw::DType::kBf16, pass).to_ms();
+        const double measured = std::stod(r.at("ms"));
+        print_row("attention", fmt::format("{} {} {} heads {}", c->name, b.label, pass_name, heads.heads), predicted,
+                  measured);
+        e.add(predicted, measured);
+        pooled.add(predicted, measured);
+      }
+      print_summary(b.label + "-" + pass_name.substr(0, 3), e);
+      EXPECT_EQ(e.abs_pct.size(), kConfigs.size()) << b.label << " " << pass_name;
+      EXPECT_LE(e.median(), 15.0) << b.label << " " << pass_name;
+      EXPECT_LE(e.worst(), 30.0) << b.label << " " << pass_name;
+    }
+  }
+  print_summary("attention", pooled);
+  EXPECT_LE(pooled.median(), kMedianTarget);
+}
+
+// Streaming kernels (a copy and the residual add: one read or two reads and a write per element, no
+// arithmetic to speak of): bytes / (HBM x memory_efficiency). Median held to the target; the worst (E1's
+// 25 us add, 22.4%: fixed costs beyond the 3 us launch) is not met, and its bound only stops growth.
+TEST_F(H100Kernels, StreamingKernelsRunAtTheCalibratedBandwidth) {
+  const compute::ComputeModel cm(gpu());
+  Errors e;
+  for (const auto& r : rows_) {
+    if (r.at("op") != "d2d-copy" && r.at("op") != "residual-add") continue;
+    const double predicted = cm.memory_bound(Bytes::from_double(std::stod(r.at("bytes")))).to_ms();
+    const double measured = std::stod(r.at("ms"));
+    print_row("streaming", fmt::format("{} {} {} MB", r.at("config"), r.at("op"), std::stod(r.at("bytes")) / 1e6), predicted,
+              measured);
+    e.add(predicted, measured);
+  }
+  print_summary("streaming", e);
+  EXPECT_EQ(e.abs_pct.size(), kConfigs.size() + 1);
+  EXPECT_LE(e.median(), kMedianTarget);
+  EXPECT_LE(e.worst(), 25.0);
+}
+
+// One whole GPT layer per GPU, forward + backward, eager, cuDNN attention: train::model_costs against
+// the hot medians (training_kernels_hot.csv) and the steady-state medians at the power limit
+// (soak_layers.csv, E1-E4, after the first 30 s). Targets: the for training, median |error| <= 5%
+// and worst <= 12%.
+TEST_F(H100Kernels, LayerTimesMatchTheMeasuredLayers) {
+  const hw::GpuSpec& g = gpu();
+  const compute::ComputeModel cm(g, compute::with_attention_kernel(compute::default_calibration(g), g,
+                                                                  compute::AttentionKernel::kCudnn, Where{}));
+  std::map<std::string, std::vector<double>> soak;
+  for (const auto& r : read_csv(data_dir() / "soak_layers.csv")) {
+    if (std::stod(r.at("elapsed_s")) >= 30.0) soak[r.at("work")].push_back(std::stod(r.at("ms_per_iter")));
+  }
+  Errors hot, steady;
+  for (const Config& c : kConfigs) {
+    if (c.swiglu) continue;  // the GPT rows; G1's eager RMSNorm is several kernels the inventory fuses
+    model::GenericArch a;
+    a.layers = 1;
+    a.hidden = c.hidden;
+    a.heads = c.heads;
+    a.kv_heads = c.kv_heads;
+    a.ffn = c.ffn;
+    a.vocab = c.vocab;
+    a.seq = c.seq;
+    // The measured layer (tools/gpu/training_kernels.py) has LayerNorm, biases-free GEMMs and no dropout.
+    model::ModelSpec spec = model::ModelSpec::gpt(a);
+    spec.dropout = model::Dropout{};
+    train::Plan p;
+    p.tp = c.tp;
+    p.mbs = c.mbs;
+    p.gbs = c.mbs;
+    p.seq = c.seq;
+    p.eager = true;
+    const train::ClusterSpec cluster = train::ClusterSpec::from_catalog(g, nullptr, 8);
+    const train::AlphaBetaComm comm(cluster, p);
+    const train::LayerCost& lc = train::model_costs(spec, p, cm, comm).layer.front();
+    const double predicted = (lc.fwd + lc.bwd_input + lc.bwd_weight).to_ms();
+    for (const auto& r : rows_) {
+      if (r.at("config") != c.name || r.at("op") != "layer-cudnn" || r.at("pass") != "forward-backward") continue;
+      const double measured = std::stod(r.at("ms"));
+      print_row("layer", c.name + " fwd+bwd hot", predicted, measured);
+      hot.add(predicted, measured);
+    }
+    if (auto it = soak.find(c.name); it != soak.end()) {
+      std::vector<double> v = it->second;
+      std::sort(v.begin(), v.end());
+      const double measured = v[v.size() / 2];
+      print_row("layer", c.name + " fwd+bwd steady state", predicted, measured);
+      steady.add(predicted, measured);
+    }
+  }
+  print_summary("layer-hot", hot);
+  print_summary("layer-steady", steady);
+  EXPECT_EQ(hot.abs_pct.size(), 9u);
+  EXPECT_EQ(steady.abs_pct.size(), 4u);
+  for (const Errors* e : {&hot, &steady}) {
+    EXPECT_LE(e->median(), 5.0);
+    EXPECT_LE(e->worst(), 12.0);
+  }
+}
+
+}  // namespace
+}  // namespace orrery
