@@ -363,7 +363,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["power_limit_w"] = gpu.power().watts();
     j["attention_kernel"] = a.kernels.attention_kernel;
     j["fusion"] = a.kernels.fusion;
-    j["attention_efficiency"] = cm.calibration().attention_efficiency;
+    j["attention_efficiency"] = cm.calibration().attention.efficiency;
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["seq"] = seq;
@@ -394,7 +394,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
                          hw::dtype_name(o.base.precision), gib(r.budget));
   ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W\n",
-                         a.kernels.attention_kernel, cm.calibration().attention_efficiency, a.kernels.fusion, gpu.power().watts());
+                         a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts());
   ctx.out << fmt::format("communication: {}{}\n", fabric_description(a.fabric, topology),
                          topology ? fmt::format("; the search on the alpha-beta model, its best {} plans re-simulated "
                                                 "on the topology and the top {} re-ranked (a plan outside them could "

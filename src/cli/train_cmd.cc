@@ -329,7 +329,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["power_limit_w"] = gpu.power().watts();
     j["attention_kernel"] = a.kernels.attention_kernel;
     j["fusion"] = a.kernels.fusion;
-    j["attention_efficiency"] = cm.calibration().attention_efficiency;
+    j["attention_efficiency"] = cm.calibration().attention.efficiency;
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["plan"] = {{"dp", plan.dp},
@@ -425,7 +425,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
   }
   s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W",
-                                    a.kernels.attention_kernel, cm.calibration().attention_efficiency, a.kernels.fusion,
+                                    a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion,
                                     gpu.power().watts())});
   ctx.out << s.render() << "\n";
   Table m({"memory", "GiB"}, fmt::format("memory of the peak rank (stage {})", r.memory.peak_stage));

@@ -7,7 +7,9 @@
 //     114, Hopper whitepaper 2022; H200 132, same GH100 configuration as H100 SXM; L40S 142 = 18,176
 //     CUDA cores / 128, L40S datasheet; B200 and GB200 148 per GPU, reported in the Blackwell
 //     technical brief summaries (unconfirmed by a whitepaper); MI300X 304 compute units, AMD CDNA3
-//     whitepaper 2023). They are per product, so they are keyed by catalog GPU name.
+//     whitepaper 2023; H800 and H100 SXM 96GB 132: their datasheet dense bf16 rate, 989.4 TFLOP/s, is the
+//     H100 SXM's, 132 SMs x 4,096 FLOP/clk x 1.83 GHz). They are per product, so they are keyed by
+//     catalog GPU name.
 //   Resident threads per SM: CUDA C++ Programming Guide, table "Technical Specifications per Compute
 //     Capability": 2048 for 8.0 (A100), 9.0 (Hopper) and 10.0 (Blackwell); 1536 for 8.6 (A40) and
 //     8.9 (L40S). MI300X: 2048 per CU assumed (32 wave64 slots).
@@ -21,12 +23,11 @@
 //     law (108 SMs x 2048 threads x 2 B in flight / latency) gives with a 434 ns DRAM latency. The A40
 //     (GA102, GDDR6) uses the same constants and is the held-out check (docs/compute.md).
 //   Published context: FlashAttention-2 reaches 50-73% of A100 peak in its forward pass (Dao 2023,
-//     arXiv:2307.08691), hence attention_efficiency 0.73 at long sequences; short sequences are
+//     arXiv:2307.08691), hence attention efficiency 0.73 at long sequences; short sequences are
 //     slower (its benchmarks roughly halve from 16k to 512 tokens), modelled by L/(L + 512).
-//     Hopper attention 0.60: with L/(L+512) it gives 527 TFLOP/s at 4k keys and 297 at 512, the
-//     cuDNN fused attention that Transformer Engine runs on H100 (causal forward, head dim 128: 518
-//     and 315 TFLOP/s; backward 499 and 305; Shah et al. 2024, arXiv:2407.08608, Figs. 5-6), between
-//     FlashAttention-2 (319-335 at 4k-16k) and FlashAttention-3 (579-616).
+//     Hopper attention: fit to kernels measured on an H100 (kKernelEfficiencies below); the
+//     architecture table's 0.60, the cuDNN figure of Shah et al. 2024 (arXiv:2407.08608, Figs. 5-6),
+//     stands only where no kernel table entry does.
 //   Hopper GEMM 0.67, transferred from the A100 rather than assumed: best-shape bf16 matmuls measured
 //     by mamf-finder (S. Bekman, ml-engineering, compute/accelerator; the table is reproduced in
 //     mag-/gpu_benchmark README) reach 267.9 TFLOP/s on A100 SXM (0.859 of 312) and 792.1 on H100
@@ -75,7 +76,7 @@ constexpr std::array kSmSpecs = {
     SmSpec{"a100-sxm-40gb", 108, 2048}, SmSpec{"a100-sxm-80gb", 108, 2048}, SmSpec{"a40", 84, 1536},
     SmSpec{"h100-sxm", 132, 2048},      SmSpec{"h100-pcie", 114, 2048},     SmSpec{"h200", 132, 2048},
     SmSpec{"b200", 148, 2048},          SmSpec{"gb200", 148, 2048},         SmSpec{"l40s", 142, 1536},
-    SmSpec{"mi300x", 304, 2048},
+    SmSpec{"mi300x", 304, 2048},        SmSpec{"h800", 132, 2048},          SmSpec{"h100-sxm-96gb", 132, 2048},
 };
 
 // GA100 whitepaper: L2 read bandwidth 5,120 B/clk, against 108 SMs x 2,048 dense fp16 FLOP/clk each
@@ -130,16 +131,6 @@ Time LayerOpTimes::linear_total() const {
   return t;
 }
 
-// Hopper fused attention, read off kernels measured on an H100 SXM (tools/gpu/training_kernels.py,
-// data/measured/h100-sxm/training_kernels.csv; docs/compute.md has the table): with the published
-// long-sequence rates kept (cuDNN 0.60, FlashAttention-2 0.35), the rate falls with the kernel's CTA
-// count as C / (C + 2 * SMs), fit on rows E4-E7 and G1 (7-12 heads at 4k, 64 head-sequences at 8k) and
-// checked on E1-E3, E8, E9; the fit's own efficiencies, 0.61 and 0.35, are the published ones. cuDNN's
-// backward runs at 0.94 of its forward rate per FLOP (median of the same rows; FlashAttention-2: 1.02,
-// kept at 1).
-constexpr double kHopperAttentionCtasPerSmHalf = 2.0;
-constexpr double kHopperCudnnBackwardRate = 0.94;
-
 // Per-architecture efficiencies (sources in the file header and docs/compute.md).
 struct ArchConstants {
   std::string_view arch;
@@ -149,8 +140,6 @@ struct ArchConstants {
   double attention;
   int64_t launch_us;
   std::string_view source;
-  double attention_ctas_per_sm_half = 0.0;  // 0: no occupancy term (not measured on the architecture)
-  double attention_backward_rate = 1.0;
 };
 constexpr std::array kArchConstants = {
     ArchConstants{"ampere", 0.72, 0.78, 0.90, 0.73, 3,
@@ -158,15 +147,13 @@ constexpr std::array kArchConstants = {
                   "(Dao 2023) for attention; SMs from NVIDIA whitepapers (docs/compute.md)"},
     ArchConstants{"ada-lovelace", 0.72, 0.78, 0.90, 0.73, 3,
                   "the Ampere constants (vidur A100 fit), not validated on Ada (docs/compute.md)"},
-    ArchConstants{"hopper", 0.67, 0.64, 0.90, 0.60, 3,
+    ArchConstants{"hopper", 0.67, 0.78, 0.90, 0.60, 3,
                   "GEMM: the A100 model-shaped fraction (vidur) scaled by measured best-shape matmul rates, H100 "
                   "SXM 792.1 vs A100 SXM 267.9 TFLOP/s (mamf-finder); attention: cuDNN in Shah et al. 2024; "
-                  "bandwidth fractions as measured on Ampere; attention occupancy and cuDNN backward rate measured on an "
-                  "H100 (data/measured/h100-sxm, docs/compute.md)",
-                  kHopperAttentionCtasPerSmHalf, kHopperCudnnBackwardRate},
+                  "bandwidth fractions as measured on Ampere; fused attention fit to kernels measured on an H100 "
+                  "(data/measured/h100-sxm, docs/compute.md)"},
     ArchConstants{"blackwell", 0.67, 0.78, 0.90, 0.60, 3,
-                  "the Hopper constants, not validated on Blackwell (docs/compute.md)", kHopperAttentionCtasPerSmHalf,
-                  kHopperCudnnBackwardRate},
+                  "the Hopper constants, not validated on Blackwell (docs/compute.md)"},
     ArchConstants{"cdna3", 0.55, 0.70, 0.80, 0.40, 4,
                   "rough CDNA3 figures (not validated): hipBLASLt bf16 GEMMs reach about half of MI300X's dense "
                   "peak"},
@@ -174,28 +161,48 @@ constexpr std::array kArchConstants = {
 
 namespace {
 
-// Long-sequence fused-attention efficiency (the e of e * L / (L + 512)) per architecture and library,
-// read off published benchmarks at 16k keys, head dim 128, bf16, causal forward (backward within a few
-// percent): Ampere FlashAttention-2 0.73 (Dao 2023, the calibration's own). Hopper, H100 SXM5 (Shah et
-// al. 2024, arXiv:2407.08608, Fig. 5): FlashAttention-2 335 TFLOP/s -> 335 x 16896/16384 / 989.4 =
-// 0.35; cuDNN 539 -> 0.56, kept at the calibration's 0.60 (527 at 4k against 518; 7% fast at 16k);
-// FlashAttention-3 616 -> 0.64. Blackwell takes the Hopper figures (not validated).
+// Fused-attention rates per architecture and library, forward and backward (AttentionRate: e, half
+// length, CTAs per SM at half occupancy).
+// Ampere and Ada, FlashAttention-2: 0.73 at long sequences (Dao 2023, the calibration's own), the
+//   L/(L + 512) shape, no occupancy term; backward as the forward (not measured).
+// Hopper, cuDNN and FlashAttention-2: fit by tools/calibration/fit_hopper_attention.py to causal kernels
+//   measured on an H100 SXM (data/measured/h100-sxm/attention_sweep.csv: batch 1, head dim 128, heads
+//   4-64 x sequence 512-16,384, 10 back-to-back calls per timing at the power-limited clock), on the
+//   kernels of 0.3 ms and more (below that PyTorch's SDPA host path, whose floor in the data is 23 us
+//   forward and 150-280 us backward, can set the pace); the training rows' shapes in the same file
+//   (7-18 heads at 4k, 2 x 32 heads over 8 kv heads at 8k) are held out: median |error| cuDNN 5.7%
+//   forward, 1.5% backward; FlashAttention-2 7.4%, 10.0%. The published long-sequence forward rates
+//   (Shah et al. 2024, arXiv:2407.08608, Fig. 5, H100 SXM5 at 16k keys: cuDNN 539 TFLOP/s, FA2 335)
+//   are what these constants give on a cool card within 4-8%.
+// Hopper FlashAttention-3: 0.64 (616 TFLOP/s at 16k, same figure), the L/(L + 512) shape; not measured.
+// Blackwell takes the Hopper figures (not validated).
 struct KernelEfficiency {
   std::string_view arch;
   AttentionKernel kernel;
-  double efficiency;
-  double backward_rate = 1.0;  // backward FLOP rate over the forward's (measured: Hopper cuDNN; else 1)
+  AttentionRate forward;
+  AttentionRate backward;
 };
+constexpr AttentionRate kFa2Ampere{0.73, 512.0, 0.0};
+constexpr AttentionRate kCudnnHopperFwd{0.62, 1024.0, 0.5};
+constexpr AttentionRate kCudnnHopperBwd{0.54, 1024.0, 1.0};
+constexpr AttentionRate kFa2HopperFwd{0.36, 1024.0, 2.0};
+constexpr AttentionRate kFa2HopperBwd{0.32, 1024.0, 0.5};
+constexpr AttentionRate kFa3Hopper{0.64, 512.0, 0.0};
 constexpr std::array kKernelEfficiencies = {
-    KernelEfficiency{"ampere", AttentionKernel::kFlashAttention2, 0.73},
-    KernelEfficiency{"ada-lovelace", AttentionKernel::kFlashAttention2, 0.73},
-    KernelEfficiency{"hopper", AttentionKernel::kFlashAttention2, 0.35},
-    KernelEfficiency{"hopper", AttentionKernel::kCudnn, 0.60, kHopperCudnnBackwardRate},
-    KernelEfficiency{"hopper", AttentionKernel::kFlashAttention3, 0.64},
-    KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention2, 0.35},
-    KernelEfficiency{"blackwell", AttentionKernel::kCudnn, 0.60, kHopperCudnnBackwardRate},
-    KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention3, 0.64},
+    KernelEfficiency{"ampere", AttentionKernel::kFlashAttention2, kFa2Ampere, kFa2Ampere},
+    KernelEfficiency{"ada-lovelace", AttentionKernel::kFlashAttention2, kFa2Ampere, kFa2Ampere},
+    KernelEfficiency{"hopper", AttentionKernel::kFlashAttention2, kFa2HopperFwd, kFa2HopperBwd},
+    KernelEfficiency{"hopper", AttentionKernel::kCudnn, kCudnnHopperFwd, kCudnnHopperBwd},
+    KernelEfficiency{"hopper", AttentionKernel::kFlashAttention3, kFa3Hopper, kFa3Hopper},
+    KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention2, kFa2HopperFwd, kFa2HopperBwd},
+    KernelEfficiency{"blackwell", AttentionKernel::kCudnn, kCudnnHopperFwd, kCudnnHopperBwd},
+    KernelEfficiency{"blackwell", AttentionKernel::kFlashAttention3, kFa3Hopper, kFa3Hopper},
 };
+// The library each architecture's default calibration stands for: cuDNN on Hopper and Blackwell (what
+// Transformer Engine, so Megatron-Core, runs), FlashAttention-2 elsewhere.
+AttentionKernel default_attention_kernel(std::string_view arch) {
+  return arch == "hopper" || arch == "blackwell" ? AttentionKernel::kCudnn : AttentionKernel::kFlashAttention2;
+}
 constexpr std::array kKernelNames = {std::pair<std::string_view, AttentionKernel>{"default", AttentionKernel::kDefault},
                                      std::pair<std::string_view, AttentionKernel>{"fa2", AttentionKernel::kFlashAttention2},
                                      std::pair<std::string_view, AttentionKernel>{"cudnn", AttentionKernel::kCudnn},
@@ -225,8 +232,8 @@ Calibration with_attention_kernel(Calibration c, const hw::GpuSpec& gpu, Attenti
   for (const KernelEfficiency& e : kKernelEfficiencies) {
     if (e.arch != gpu.architecture) continue;
     if (e.kernel == k) {
-      c.attention_efficiency = e.efficiency;
-      c.attention_backward_rate = e.backward_rate;
+      c.attention = e.forward;
+      c.attention_backward = e.backward;
       return c;
     }
     have.emplace_back(attention_kernel_name(e.kernel));
@@ -249,9 +256,14 @@ Calibration default_calibration(const hw::GpuSpec& gpu) {
     c.gemm_efficiency = a.gemm;
     c.gemm_memory_efficiency = a.gemm_memory;
     c.memory_efficiency = a.memory;
-    c.attention_efficiency = a.attention;
-    c.attention_ctas_per_sm_half = a.attention_ctas_per_sm_half;
-    c.attention_backward_rate = a.attention_backward_rate;
+    c.attention.efficiency = a.attention;
+    c.attention_backward = c.attention;
+    for (const KernelEfficiency& e : kKernelEfficiencies) {
+      if (e.arch == a.arch && e.kernel == default_attention_kernel(a.arch)) {
+        c.attention = e.forward;
+        c.attention_backward = e.backward;
+      }
+    }
     c.launch_overhead = Time::us(a.launch_us);
     c.source = std::string(a.source);
   }
@@ -326,7 +338,9 @@ Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const Attention
   const double eb = hw::dtype_bytes(dtype);
   const double width = d(h.head_dim_qk + h.head_dim_v);
   const model::AttentionFlops mode = h.causal ? model::AttentionFlops::kCausal : model::AttentionFlops::kFull;
-  double t_c = 0.0;
+  const bool backward = pass == Pass::kBackward;
+  const AttentionRate& r = backward ? c.attention_backward : c.attention;
+  double t_c = 0.0;  // at full occupancy; each sequence at the rate its key count gives
   double bytes = 0.0;
   double units = 0.0;
   double ctas = 0.0;
@@ -335,27 +349,28 @@ Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const Attention
     const double pairs = model::attended_pairs(s.q, s.kv - s.q, h.window, mode);
     const double flops = 2.0 * d(h.heads) * pairs * width;
     const double kv_read = h.window > 0 ? std::min(d(s.kv), d(h.window + s.q - 1)) : d(s.kv);
-    const double length = kv_read;
-    const double eff = c.attention_efficiency * length / (length + c.attention_half_length);
-    t_c += flops / (peak * eff);
+    t_c += flops / attention_rate(r, peak, kv_read, 0.0);
     bytes += eb * (d(s.q) * d(h.heads) * width + kv_read * d(h.kv_heads) * width);
-    units += d(h.kv_heads);
-    ctas += d(h.heads) * std::ceil(d(s.q) / d(std::max<int64_t>(1, c.attention_q_tile)));
+    const double q_tiles = std::ceil(d(s.q) / d(std::max<int64_t>(1, c.attention_q_tile)));
+    ctas += d(h.heads) * q_tiles;
+    // Blocks streaming K/V at once: a decode runs one per (sequence, kv head), its query heads sharing
+    // it; a prefill one per (head, query tile).
+    units += s.q > 1 ? d(h.heads) * q_tiles : d(h.kv_heads);
   }
   if (seqs.empty()) return c.launch_overhead;
-  t_c /= attention_occupancy(ctas);
-  if (pass == Pass::kBackward) {
-    t_c *= 2.5 / c.attention_backward_rate;
-    bytes *= 2.0;
-  }
+  t_c *= (backward ? 2.5 : 1.0) / attention_occupancy(r, ctas);
+  if (backward) bytes *= 2.0;
   return Time::seconds(smooth_max(t_c, bytes / attention_bandwidth(units), c.transition_sharpness)) +
          c.launch_overhead;
 }
 
-double ComputeModel::attention_occupancy(double ctas) const {
-  const Calibration& c = calibration_;
-  if (c.sm_count <= 0 || c.attention_ctas_per_sm_half <= 0.0) return 1.0;
-  return ctas / (ctas + c.attention_ctas_per_sm_half * d(c.sm_count));
+double ComputeModel::attention_rate(const AttentionRate& r, double peak, double length, double ctas) const {
+  return peak * r.efficiency * length / (length + r.half_length) * attention_occupancy(r, ctas);
+}
+
+double ComputeModel::attention_occupancy(const AttentionRate& r, double ctas) const {
+  if (calibration_.sm_count <= 0 || r.ctas_per_sm_half <= 0.0 || ctas <= 0.0) return 1.0;
+  return ctas / (ctas + r.ctas_per_sm_half * d(calibration_.sm_count));
 }
 
 double ComputeModel::attention_bandwidth(double units) const {
@@ -403,16 +418,17 @@ Time ComputeModel::op(const model::Op& op, const model::Shape& shape, const mode
       // The inventory decided the FLOP convention (causal, window) and the bytes (flash or not);
       // the kernel's rate depends on the keys per sequence.
       const double length = d(shape.kv_len());
-      const double eff = c.attention_efficiency * length / (length + c.attention_half_length);
       const double q_tiles = std::ceil(d(shape.seq) / d(std::max<int64_t>(1, c.attention_q_tile)));
-      double flops = op.fwd_flops.count() / attention_occupancy(d(shape.batch) * d(spec.heads) * q_tiles);
+      const double ctas = d(shape.batch) * d(spec.heads) * q_tiles;
+      const bool backward = pass == Pass::kBackward;
+      const double flops = (backward ? 2.5 : 1.0) * op.fwd_flops.count();
       double bytes = (op.fwd_bytes_read + op.fwd_bytes_written).to_double();
-      if (pass == Pass::kBackward) {
-        flops *= 2.5 / c.attention_backward_rate;
-        bytes *= 2.0;
-      }
-      const double units = d(shape.batch) * d(spec.attention == model::AttentionKind::kMla ? spec.heads : spec.kv_heads);
-      return Time::seconds(smooth_max(flops / (peak * eff), bytes / attention_bandwidth(units), c.transition_sharpness)) +
+      if (backward) bytes *= 2.0;
+      const double rate = attention_rate(backward ? c.attention_backward : c.attention, peak, length, ctas);
+      const double units = shape.seq > 1 ? ctas
+                                         : d(shape.batch) * d(spec.attention == model::AttentionKind::kMla ? spec.heads
+                                                                                                            : spec.kv_heads);
+      return Time::seconds(smooth_max(flops / rate, bytes / attention_bandwidth(units), c.transition_sharpness)) +
              c.launch_overhead;
     }
     case model::OpKind::kElementwise:

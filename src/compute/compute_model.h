@@ -21,14 +21,14 @@
 //                                  dtype*(tm+tn)*ceil(k/s) / (L2 bandwidth/SMs))   (operand feed)
 //                t_m = dtype*count*(m*k + k*n + m*n) [+ 4*2*m*n*s split-K partials] / (HBM * gemm_memory_efficiency)
 //                t   = (t_c^p + t_m^p)^(1/p) + launch, p = transition_sharpness (a smooth max)
-//   attention  t_c = sum_i F_i / (peak * attention_efficiency * L_i/(L_i + attention_half_length)),
-//              F_i = 2*heads*pairs_i*(dqk+dv) (causal pairs, window capped), L_i = keys sequence i reads;
-//              times the occupancy C / (C + attention_ctas_per_sm_half * SMs), C = sum_i heads*ceil(q_i/q_tile)
-//              CTAs (Hopper: measured on an H100, data/measured/h100-sxm; other architectures: no term);
+//   attention  t_c = sum_i F_i / (peak * e * L_i/(L_i + half)) / occ, per pass with that pass's
+//              AttentionRate (e, half, c): F_i = 2*heads*pairs_i*(dqk+dv) (causal pairs, window capped;
+//              backward 2.5x: 5 matmuls vs 2, FlashAttention-2), L_i = keys sequence i reads,
+//              occ = C / (C + c * SMs) with C = sum_i heads*ceil(q_i/q_tile) CTAs (c = 0: occ = 1; Hopper's
+//              constants are fit to kernels measured on an H100, data/measured/h100-sxm);
 //              t_m = (Q + K/V read + O) bytes / min(HBM * memory_efficiency, units * in-flight/latency)
-//              with units = sequences*kv_heads (decode parallelism); smooth max as for GEMMs.
-//              Backward: 2.5x the forward FLOPs (5 matmuls vs 2, FlashAttention-2) at attention_backward_rate
-//              times the forward's rate, 2x the bytes.
+//              with units = the blocks streaming K/V at once (decode: sequences*kv_heads; prefill: the
+//              CTAs, heads*ceil(q/q_tile) per sequence), 2x the bytes backward; smooth max as for GEMMs.
 //   memory-bound  bytes / (HBM * memory_efficiency) + launch; unvectorized kernels are further
 //              capped by Little's law: SMs*max_threads_per_sm*access_bytes / memory_latency.
 #pragma once
@@ -77,11 +77,20 @@ struct GemmTile {
   int64_t n = 128;
 };
 
+// The rate of one pass of a fused attention kernel: e * L/(L + half_length) of the dense peak, times the
+// occupancy C / (C + ctas_per_sm_half * SMs) of its C CTAs (0: no occupancy term).
+struct AttentionRate {
+  double efficiency = 0.6;
+  double half_length = 512.0;
+  double ctas_per_sm_half = 0.0;
+};
+
 // Calibration constants of one GPU (see compute_model.cc for values and sources).
 struct Calibration {
   std::string name;               // the calibration's id, e.g. "hopper" or "ampere"
   double gemm_efficiency = 0.8;   // achievable fraction of dense peak for a large, well-shaped GEMM
-  double attention_efficiency = 0.6;  // fraction of peak for FlashAttention forward at long sequence
+  AttentionRate attention;           // forward of the fused attention kernel
+  AttentionRate attention_backward;  // its backward
   double memory_efficiency = 0.85;    // achievable fraction of datasheet HBM bandwidth (streaming kernels)
   double tensor_clock_factor = 1.0;   // compute-bound rates under a power limit below TDP (1: none)
   Time launch_overhead = Time::us(4);  // per kernel
@@ -95,12 +104,7 @@ struct Calibration {
   double transition_sharpness = 5.0;     // p of the smooth max (t_c^p + t_m^p)^(1/p)
   std::vector<GemmTile> tiles;           // CTA tile shapes the GEMM library picks from; empty: {128x128}
   int64_t max_split_k = 8;               // largest split-K factor tried when tiles do not fill the SMs
-  double attention_half_length = 512.0;  // keys per query at which FlashAttention reaches half its peak rate
-  // Parallelism of a fused attention kernel: one CTA per (sequence, head, q_tile query rows); the rate
-  // is scaled by CTAs / (CTAs + attention_ctas_per_sm_half * SMs). 0: no such term (not measured).
-  double attention_ctas_per_sm_half = 0.0;
-  int64_t attention_q_tile = 128;          // query rows per CTA (FlashAttention-2/3 and cuDNN on Hopper: 128)
-  double attention_backward_rate = 1.0;    // the backward's FLOP rate over the forward's (same kernel family)
+  int64_t attention_q_tile = 128;  // query rows per attention CTA (FlashAttention-2/3 and cuDNN on Hopper: 128)
   Time memory_latency = Time::ns(434);   // DRAM round trip seen by a thread (Little's law caps)
   Bytes decode_bytes_in_flight = Bytes(16384);  // bytes one decode-attention CTA (seq, kv head) keeps in flight
   double l2_bytes_per_flop = 0.0;        // L2->SM bandwidth per dense fp16 FLOP/s; 0 = unlimited
@@ -176,8 +180,10 @@ class ComputeModel {
   const Calibration& calibration() const { return calibration_; }
 
  private:
-  // Share of the fused-attention rate reached with `ctas` CTAs (1 without an occupancy term).
-  double attention_occupancy(double ctas) const;
+  // FLOP/s of one attention pass whose sequences read `length` keys, with `ctas` CTAs in all (0: full
+  // occupancy), and the occupancy factor alone.
+  double attention_rate(const AttentionRate& r, double peak, double length, double ctas) const;
+  double attention_occupancy(const AttentionRate& r, double ctas) const;
   // Achievable bytes/s of an attention kernel with `units` (sequence, kv head) blocks.
   double attention_bandwidth(double units) const;
 

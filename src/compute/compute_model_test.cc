@@ -114,40 +114,80 @@ TEST(PowerLimit, ACapBelowTdpSlowsTensorCoreWorkByThePowerLawAndLeavesMemoryBoun
   EXPECT_EQ(ComputeModel(same).calibration().tensor_clock_factor, 1.0);
 }
 
-TEST(AttentionKernel, EachLibraryTakesItsPublishedLongSequenceRateOnHopper) {
-  // FlashAttention-3 paper (Shah et al. 2024, Fig. 5), H100 SXM5, causal, head dim 128, 16k keys,
-  // forward TFLOP/s: FlashAttention-2 335, cuDNN 539, FlashAttention-3 616. The model's rate is
-  // e * L / (L + 512) of the 989.4 TFLOP/s peak, so e = rate * (16384 + 512) / 16384 / 989.4.
-  const auto published = [](double tflops) { return tflops * (16384.0 + 512.0) / 16384.0 / 989.4; };
+TEST(AttentionKernel, HopperRatesAgreeWithThePublishedLongSequenceBenchmark) {
+  // The Hopper rates are fit to kernels measured on a power-limited H100 (data/measured/h100-sxm). The
+  // FlashAttention-3 paper (Shah et al. 2024, Fig. 5: H100 SXM5, causal, head dim 128, 16k tokens in all,
+  // hidden 2048, so 16 heads x one 16k sequence = 16 x 128 = 2,048 CTAs) gives the forward at 16k keys:
+  // FlashAttention-2 335, cuDNN 539, FlashAttention-3 616 TFLOP/s. Those are short benchmarks, so at
+  // a cool card's clock: the same H100 ran the 8192^3 matmul 8-18% slower at its power limit than cool
+  // (728 and 666 vs 787 TFLOP/s), and the fits carry 5-10% error on held-out shapes. The model's rate at
+  // that shape must sit between 0.80 and 1.06 of the published one.
   const Where w{"<test>", 0, "--attention-kernel"};
   const Calibration base = default_calibration(h100());
-  const auto eff = [&](const char* name) {
-    return with_attention_kernel(base, h100(), parse_attention_kernel(name, w), w).attention_efficiency;
-  };
-  EXPECT_NEAR(eff("fa2"), published(335.0), 0.01);
-  EXPECT_NEAR(eff("fa3"), published(616.0), 0.01);
-  // cuDNN keeps the calibration's 0.60, the default (Transformer Engine, which Megatron-Core runs):
-  // its rate at 4k keys, 0.60 x 4096 / 4608 x 989.4 = 527 TFLOP/s, is within 2% of the published 518;
-  // at 16k it is 576 against 539 (+7%, stated in docs/compute.md).
-  EXPECT_NEAR(eff("cudnn") * 4096.0 / 4608.0 * 989.4, 518.0, 0.02 * 518.0);
-  EXPECT_EQ(eff("cudnn"), base.attention_efficiency);
-  EXPECT_EQ(eff("default"), base.attention_efficiency);
-  // Ampere's calibration is FlashAttention-2's own (Dao 2023: 0.73 of the A100's peak).
-  const Calibration amp = default_calibration(a100());
-  EXPECT_EQ(with_attention_kernel(amp, a100(), AttentionKernel::kFlashAttention2, w).attention_efficiency,
-            amp.attention_efficiency);
-  // A long causal attention takes (0.60 / 0.35) times as long under FlashAttention-2 as under cuDNN.
   const ComputeModel cudnn(h100(), base);
-  const ComputeModel fa2(h100(), with_attention_kernel(base, h100(), AttentionKernel::kFlashAttention2, w));
+  const auto model_tflops = [&](const char* name) {
+    const ComputeModel cm(h100(), with_attention_kernel(base, h100(), parse_attention_kernel(name, w), w));
+    AttentionHeads heads;
+    heads.heads = heads.kv_heads = 16;
+    heads.head_dim_qk = heads.head_dim_v = 128;
+    const std::vector<AttentionSeq> seqs(1, AttentionSeq{16384, 16384});
+    const double flops = 4.0 * 16.0 * 16384.0 * 16385.0 / 2.0 * 128.0;
+    const double t = cm.attention(seqs, heads, hw::DType::kBf16, Pass::kForward).to_seconds();
+    return flops / (t - base.launch_overhead.to_seconds()) / 1e12;
+  };
+  for (const auto& [name, published] : {std::pair<const char*, double>{"fa2", 335.0}, {"cudnn", 539.0}, {"fa3", 616.0}}) {
+    const double ratio = model_tflops(name) / published;
+    EXPECT_GE(ratio, 0.80) << name;
+    EXPECT_LE(ratio, 1.06) << name;
+  }
+  // The default on Hopper is cuDNN, the kernel Transformer Engine (so Megatron-Core) runs, both passes.
+  const Calibration c = with_attention_kernel(base, h100(), AttentionKernel::kCudnn, w);
+  EXPECT_EQ(c.attention.efficiency, base.attention.efficiency);
+  EXPECT_EQ(c.attention_backward.efficiency, base.attention_backward.efficiency);
+  EXPECT_EQ(with_attention_kernel(base, h100(), AttentionKernel::kDefault, w).attention.efficiency, base.attention.efficiency);
+  // Ampere's calibration is FlashAttention-2's own (Dao 2023: 0.73 of the A100's peak), both passes,
+  // with no occupancy term (not measured there).
+  const Calibration amp = default_calibration(a100());
+  EXPECT_EQ(with_attention_kernel(amp, a100(), AttentionKernel::kFlashAttention2, w).attention.efficiency,
+            amp.attention.efficiency);
+  EXPECT_EQ(amp.attention.efficiency, 0.73);
+  EXPECT_EQ(amp.attention_backward.efficiency, 0.73);
+  EXPECT_EQ(amp.attention.ctas_per_sm_half, 0.0);
+}
+
+TEST(AttentionKernel, EachPassTakesItsOwnRateAndOccupancy) {
+  // A compute-bound causal attention (2 x 32 heads over 8 kv heads, 8k keys) against the rate's formula:
+  // t = F / (peak e L/(L + half) C/(C + c SMs)) + launch, F = 2 heads pairs (dqk + dv), pairs = L(L+1)/2
+  // per sequence, C = 2 x 32 x 64 CTAs, backward 2.5 F at the backward's constants.
+  const Calibration base = default_calibration(h100());
+  const ComputeModel cm(h100(), base);
   const std::vector<AttentionSeq> seqs(2, AttentionSeq{8192, 8192});
   AttentionHeads heads;
   heads.heads = 32;
   heads.kv_heads = 8;
   heads.head_dim_qk = heads.head_dim_v = 128;
-  const double launch = base.launch_overhead.to_seconds();
-  EXPECT_NEAR((fa2.attention(seqs, heads, hw::DType::kBf16, Pass::kForward).to_seconds() - launch) /
-                  (cudnn.attention(seqs, heads, hw::DType::kBf16, Pass::kForward).to_seconds() - launch),
-              base.attention_efficiency / eff("fa2"), 1e-3);
+  const double f = 2.0 * 2.0 * 32.0 * (8192.0 * 8193.0 / 2.0) * 256.0;
+  const double ctas = 2.0 * 32.0 * 64.0;
+  const auto expected = [&](const AttentionRate& r, double flops) {
+    const double rate = 989.4e12 * r.efficiency * 8192.0 / (8192.0 + r.half_length) * ctas /
+                        (ctas + r.ctas_per_sm_half * static_cast<double>(base.sm_count));
+    return flops / rate + base.launch_overhead.to_seconds();
+  };
+  EXPECT_NEAR(cm.attention(seqs, heads, hw::DType::kBf16, Pass::kForward).to_seconds(), expected(base.attention, f),
+              1e-3 * expected(base.attention, f));
+  EXPECT_NEAR(cm.attention(seqs, heads, hw::DType::kBf16, Pass::kBackward).to_seconds(),
+              expected(base.attention_backward, 2.5 * f), 1e-3 * expected(base.attention_backward, 2.5 * f));
+  // Fewer CTAs, lower occupancy: one 4k sequence over 4 heads (128 CTAs) runs at a lower rate than
+  // over 64 heads (2,048 CTAs), by the ratio of the two occupancy factors (the memory time, 1-2% of the
+  // compute time here, moves the smooth max by under 1e-3).
+  const auto per_head = [&](int64_t h) {
+    AttentionHeads hh;
+    hh.heads = hh.kv_heads = h;
+    const std::vector<AttentionSeq> one(1, AttentionSeq{4096, 4096});
+    return (cm.attention(one, hh, hw::DType::kBf16, Pass::kForward) - base.launch_overhead).to_seconds() / static_cast<double>(h);
+  };
+  const double c0 = base.attention.ctas_per_sm_half * static_cast<double>(base.sm_count);
+  EXPECT_NEAR(per_head(4) / per_head(64), (2048.0 / (2048.0 + c0)) / (128.0 / (128.0 + c0)), 1e-3);
 }
 
 TEST(AttentionKernel, UnknownNamesAndUnpublishedPairsAreInputErrors) {
@@ -172,8 +212,8 @@ TEST(AttentionKernel, UnknownNamesAndUnpublishedPairsAreInputErrors) {
   // An architecture without a calibration has only the default.
   const hw::GpuSpec other = make_gpu("x1", "future-arch", 1e12, 100e12);
   EXPECT_THROW(with_attention_kernel(default_calibration(other), other, AttentionKernel::kCudnn, w), InputError);
-  EXPECT_EQ(with_attention_kernel(default_calibration(other), other, AttentionKernel::kDefault, w).attention_efficiency,
-            default_calibration(other).attention_efficiency);
+  EXPECT_EQ(with_attention_kernel(default_calibration(other), other, AttentionKernel::kDefault, w).attention.efficiency,
+            default_calibration(other).attention.efficiency);
 }
 
 TEST(Gemm, OneTileMoreThanTheSmCountTakesTwoWaves) {

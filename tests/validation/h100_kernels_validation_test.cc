@@ -101,12 +101,6 @@ const std::vector<Config> kConfigs = {
     {"E7", 12288, 96, 49152, 131072, 8, 4096, 1, 96, false}, {"E8", 16384, 128, 65536, 131072, 8, 4096, 1, 128, false},
     {"E9", 18432, 144, 73728, 131072, 8, 4096, 1, 144, false}, {"G1", 4096, 32, 14336, 128256, 1, 8192, 2, 8, true},
 };
-const Config* config(const std::string& name) {
-  for (const auto& c : kConfigs) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
-}
 
 struct Errors {
   std::vector<double> abs_pct;
@@ -128,6 +122,8 @@ void print_row(const std::string& group, const std::string& what, double predict
 // The per-kernel targets (as for the A100 profiles, tests/validation/compute_validation_test.cc):
 // median |error| <= 10% per group; the worst kernel within 12%, where met (printed either way).
 constexpr double kMedianTarget = 10.0;
+// Kernels timed one call at a time (training_kernels_hot.csv) are scored from this duration up.
+constexpr double kSingleCallMinMs = 0.1;
 constexpr double kWorstTarget = 12.0;
 
 void print_summary(const std::string& group, const Errors& e) {
@@ -155,19 +151,34 @@ class H100Kernels : public ::testing::Test {
 TEST_F(H100Kernels, GemmTimesMatchTheMeasuredKernels) {
   const compute::ComputeModel cm(gpu());
   Errors all;
+  const auto check = [&](const std::string& what, double m, int64_t n, int64_t k, double measured) {
+    compute::GemmShape g;
+    g.m = m;
+    g.n = n;
+    g.k = k;
+    const double predicted = cm.gemm(g, hw::DType::kBf16).to_ms();
+    print_row("gemm", fmt::format("{} {}x{}x{}", what, m, n, k), predicted, measured);
+    all.add(predicted, measured);
+  };
   for (const auto& r : rows_) {
     const std::string op = r.at("op"), pass = r.at("pass");
     const bool layer_gemm = op == "qkv" || op == "proj" || op == "fc1" || op == "fc2" || op == "lm-head";
     if (!layer_gemm || pass == "weight-grad-fp32") continue;
-    compute::GemmShape g;
-    g.m = std::stod(r.at("m"));
-    g.n = std::stoll(r.at("n"));
-    g.k = std::stoll(r.at("k"));
-    const double predicted = cm.gemm(g, hw::DType::kBf16).to_ms();
-    const double measured = std::stod(r.at("ms"));
-    print_row("gemm", fmt::format("{} {} {} {}x{}x{}", r.at("config"), op, pass, r.at("m"), r.at("n"), r.at("k")), predicted,
-              measured);
-    all.add(predicted, measured);
+    // One call on an idle queue: under 0.1 ms the host's launch latency (5-10 us) is 5% or more of it;
+    // those shapes are timed back to back in attention_sweep.csv (below).
+    if (std::stod(r.at("ms")) < kSingleCallMinMs) continue;
+    check(r.at("config") + " " + op + " " + pass, std::stod(r.at("m")), std::stoll(r.at("n")), std::stoll(r.at("k")),
+          std::stod(r.at("ms")));
+  }
+  // Weight-streaming GEMMs of a Llama-2-7B layer at 1-512 tokens, 10 back-to-back calls over four weight
+  // copies in turn (the "gemm" rows of attention_sweep.csv: heads = tokens, seq = n x k).
+  for (const auto& r : read_csv(data_dir() / "attention_sweep.csv")) {
+    if (r.at("backend") != "gemm") continue;
+    const std::string nk = r.at("seq");
+    const size_t x = nk.find('x');
+    ASSERT_NE(x, std::string::npos) << nk;
+    check("L7B back-to-back", std::stod(r.at("heads")), std::stoll(nk.substr(0, x)), std::stoll(nk.substr(x + 1)),
+          std::stod(r.at("ms")));
   }
   print_summary("gemm", all);
   EXPECT_GE(all.abs_pct.size(), 100u);
@@ -175,46 +186,55 @@ TEST_F(H100Kernels, GemmTimesMatchTheMeasuredKernels) {
   EXPECT_LE(all.worst(), 30.0);
 }
 
-// Causal attention per SDPA backend: cuDNN (the calibration's Hopper default) and flash (PyTorch's
-// FlashAttention-2). Target: median |error| <= 10% over the 40 kernels. Not met per group for cuDNN's
-// forward (12.8%) nor for the worst kernel (25.9%): identical shapes measured in one run differ by up
-// to 29% (E1, E2 and E8 are all 16 heads x 4096 at head dim 128: cuDNN forward 0.167, 0.215 and 0.213
-// ms), which no per-shape model can follow. The per-group and worst bounds only stop growth.
+// Causal attention per SDPA backend, cuDNN (the calibration's Hopper default) and flash (PyTorch's
+// FlashAttention-2), forward and backward, from attention_sweep.csv (10 back-to-back calls per timing, so
+// the host's SDPA path overlaps the kernels). The grid (batch 1, heads 4-64 x sequence 512-16,384) is
+// what tools/calibration/fit_hopper_attention.py fit the constants on, using its kernels of 0.3 ms and
+// more (kFitMinMs); the training rows' shapes (7-18 heads at 4k; 2 x 32 heads over 8 kv heads at 8k) are
+// held out. Targets: held out, median |error| <= 10% per backend and pass, met except FlashAttention-2's
+// backward (10.0% on 2026-11-26: its bound, 12%, only stops growth); the fit set's worst kernels are
+// reported under bounds that only stop growth. Grid kernels under 0.3 ms are printed, not scored: their floor (23 us forward,
+// 150-280 us backward, whatever the shape) is the host's.
+constexpr double kFitMinMs = 0.3;
+
 TEST_F(H100Kernels, AttentionTimesMatchTheMeasuredKernels) {
   struct Backend {
     std::string label;
     compute::AttentionKernel kernel;
   };
-  Errors pooled;
+  const auto sweep = read_csv(data_dir() / "attention_sweep.csv");
+  ASSERT_FALSE(sweep.empty());
   for (const Backend& b : {Backend{"cudnn", compute::AttentionKernel::kCudnn},
                            Backend{"flash", compute::AttentionKernel::kFlashAttention2}}) {
     const compute::ComputeModel cm(gpu(), compute::with_attention_kernel(compute::default_calibration(gpu()), gpu(),
                                                                          b.kernel, Where{}));
     for (const compute::Pass pass : {compute::Pass::kForward, compute::Pass::kBackward}) {
       const std::string pass_name = pass == compute::Pass::kForward ? "forward" : "backward";
-      Errors e;
-      for (const auto& r : rows_) {
-        if (r.at("op") != "attention-" + b.label || r.at("pass") != pass_name) continue;
-        const Config* c = config(r.at("config"));
-        ASSERT_NE(c, nullptr) << r.at("config");
-        const compute::AttentionHeads heads{c->heads / c->tp, std::max<int64_t>(1, c->kv_heads / c->tp),
-                                            c->hidden / c->heads, c->hidden / c->heads, 0, true};
-        const std::vector<compute::AttentionSeq> seqs(static_cast<size_t>(c->mbs), compute::AttentionSeq{c->seq, c->seq});
+      Errors fit, held, host_bound;
+      for (const auto& r : sweep) {
+        if (r.at("backend") != b.label || r.at("pass") != pass_name) continue;
+        const int64_t batch = std::stoll(r.at("batch")), h = std::stoll(r.at("heads")), seq = std::stoll(r.at("seq"));
+        const compute::AttentionHeads heads{h, std::stoll(r.at("kv_heads")), 128, 128, 0, true};
+        const std::vector<compute::AttentionSeq> seqs(static_cast<size_t>(batch), compute::AttentionSeq{seq, seq});
         const double predicted = cm.attention(seqs, heads, hw::DType::kBf16, pass).to_ms();
         const double measured = std::stod(r.at("ms"));
-        print_row("attention", fmt::format("{} {} {} heads {}", c->name, b.label, pass_name, heads.heads), predicted,
-                  measured);
-        e.add(predicted, measured);
-        pooled.add(predicted, measured);
+        const bool grid = batch == 1 && (h == 4 || h == 8 || h == 16 || h == 32 || h == 64);
+        const std::string set = !grid ? "held out" : measured >= kFitMinMs ? "fit" : "host-bound";
+        print_row("attention", fmt::format("{} {} {}x{}h s{} ({})", b.label, pass_name.substr(0, 3), batch, h, seq, set),
+                  predicted, measured);
+        (!grid ? held : measured >= kFitMinMs ? fit : host_bound).add(predicted, measured);
       }
-      print_summary(b.label + "-" + pass_name.substr(0, 3), e);
-      EXPECT_EQ(e.abs_pct.size(), kConfigs.size()) << b.label << " " << pass_name;
-      EXPECT_LE(e.median(), 15.0) << b.label << " " << pass_name;
-      EXPECT_LE(e.worst(), 30.0) << b.label << " " << pass_name;
+      const std::string tag = b.label + "-" + pass_name.substr(0, 3);
+      print_summary(tag + " fit", fit);
+      print_summary(tag + " held", held);
+      EXPECT_EQ(held.abs_pct.size(), 5u) << tag;
+      EXPECT_GE(fit.abs_pct.size(), 10u) << tag;
+      EXPECT_LE(held.median(), tag == "flash-bac" ? 12.0 : kMedianTarget) << tag;
+      EXPECT_LE(held.worst(), 20.0) << tag;
+      EXPECT_LE(fit.median(), kMedianTarget) << tag;
+      EXPECT_LE(fit.worst(), 40.0) << tag;
     }
   }
-  print_summary("attention", pooled);
-  EXPECT_LE(pooled.median(), kMedianTarget);
 }
 
 // Streaming kernels (a copy and the residual add: one read or two reads and a write per element, no
@@ -225,6 +245,7 @@ TEST_F(H100Kernels, StreamingKernelsRunAtTheCalibratedBandwidth) {
   Errors e;
   for (const auto& r : rows_) {
     if (r.at("op") != "d2d-copy" && r.at("op") != "residual-add") continue;
+    if (std::stod(r.at("ms")) < kSingleCallMinMs) continue;
     const double predicted = cm.memory_bound(Bytes::from_double(std::stod(r.at("bytes")))).to_ms();
     const double measured = std::stod(r.at("ms"));
     print_row("streaming", fmt::format("{} {} {} MB", r.at("config"), r.at("op"), std::stod(r.at("bytes")) / 1e6), predicted,
@@ -232,7 +253,7 @@ TEST_F(H100Kernels, StreamingKernelsRunAtTheCalibratedBandwidth) {
     e.add(predicted, measured);
   }
   print_summary("streaming", e);
-  EXPECT_EQ(e.abs_pct.size(), kConfigs.size() + 1);
+  EXPECT_GE(e.abs_pct.size(), 5u);
   EXPECT_LE(e.median(), kMedianTarget);
   EXPECT_LE(e.worst(), 25.0);
 }
