@@ -171,9 +171,10 @@ namespace {
 //   kernels of 0.3 ms and more (below that PyTorch's SDPA host path, whose floor in the data is 23 us
 //   forward and 150-280 us backward, can set the pace); the training rows' shapes in the same file
 //   (7-18 heads at 4k, 2 x 32 heads over 8 kv heads at 8k) are held out: median |error| cuDNN 5.7%
-//   forward, 1.5% backward; FlashAttention-2 7.4%, 10.0%. The published long-sequence forward rates
-//   (Shah et al. 2024, arXiv:2407.08608, Fig. 5, H100 SXM5 at 16k keys: cuDNN 539 TFLOP/s, FA2 335)
-//   are what these constants give on a cool card within 4-8%.
+//   forward, 1.5% backward; FlashAttention-2 7.3%, 10.0%. The published long-sequence forward rates
+//   (Shah et al. 2024, arXiv:2407.08608, Fig. 5, H100 SXM5, 16 heads at 16k keys: cuDNN 539 TFLOP/s,
+//   FA2 335) are 1.04 and 0.89 of what these constants give there (their card ran cool, ours at its
+//   power limit).
 // Hopper FlashAttention-3: 0.64 (616 TFLOP/s at 16k, same figure), the L/(L + 512) shape; not measured.
 // Blackwell takes the Hopper figures (not validated).
 struct KernelEfficiency {
