@@ -352,6 +352,23 @@ TEST(Attention, DecodeReadsTheKvCacheAtStreamingBandwidth) {
   EXPECT_NEAR(us(cm.attention(seqs, heads, hw::DType::kBf16, Pass::kForward)), expected, 0.01 * expected);
 }
 
+TEST(Attention, APrefillStreamsKvFromEveryQueryTileNotFromItsKvHeadsAlone) {
+  // Llama-3-70B's attention under TP 8 on an A100: 8 query heads over 1 kv head per GPU, one 4,096-token
+  // prefill. Its CTAs (8 heads x 32 query tiles = 256) each stream K/V, so the bytes (Q and O 4096 x 8
+  // x 256 x 2 B, K and V 4096 x 1 x 256 x 2 B: 18.9 MB) go at the streaming rate, 0.90 x 2,039
+  // GB/s (10 us), far under the compute time (2 x 8 x 4096 x 4097 / 2 x 256 FLOPs = 34.4 GFLOP at
+  // 312e12 x 0.73 x 4096 / 4608 = 202 TFLOP/s: 170 us). Counted as a decode's one block per kv head,
+  // 16 KiB in flight / 434 ns = 38 GB/s, the same bytes would take 500 us and set the pace.
+  const ComputeModel cm(a100());
+  const std::vector<AttentionSeq> seqs = {{4096, 4096}};
+  const AttentionHeads heads{8, 1, 128, 128, 0, true};
+  const double compute = 2.0 * 8 * (4096.0 * 4097.0 / 2.0) * 256 / (312e12 * 0.73 * 4096.0 / 4608.0) * 1e6;
+  const double memory = 2.0 * (4096.0 * 8 * 256 + 4096.0 * 1 * 256) / (2039e9 * 0.90) * 1e6;
+  ASSERT_LT(memory, 0.1 * compute);
+  // The smooth max of the two adds (1 + (memory/compute)^5)^(1/5) - 1 < 1e-5 here.
+  EXPECT_NEAR(us(cm.attention(seqs, heads, hw::DType::kFp16, Pass::kForward)), compute + 3.0, 0.002 * compute);
+}
+
 TEST(Attention, SlidingWindowCapsTheKeysRead) {
   const ComputeModel cm(h100());
   const std::vector<AttentionSeq> seqs(64, AttentionSeq{1, 32768});
