@@ -68,4 +68,24 @@ one_line_error long-fail-one-line serve --trace "$tmp/long.csv" --fail-on-reject
 printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,1000,100\n' > "$tmp/big.csv"
 expect kv-rejected 0 "rejected \(context / KV\) +0 / 1" -- serve --trace "$tmp/big.csv" --kv-tokens 1024
 
+# --calibration FILE: a calibration with half the A100's streaming fractions (GEMM weight streaming
+# 0.39 instead of 0.78, elementwise and attention 0.45 instead of 0.90). A light-load decode step of
+# Llama-2-7B streams its 13.5 GB of weights and the KV cache, so it takes about twice as long; the
+# launch overheads do not grow and the batches grow a little as requests overlap more: TPOT p50 between
+# 1.6x and 2.4x. A file for another GPU is an error naming both.
+tmps=$(mktemp -d)
+printf 'gpu: a100-sxm-80gb\ngemm_memory_efficiency: 0.39\nmemory_efficiency: 0.45\n' > "$tmps/half.yaml"
+sv=(serve --model llama2-7b --gpu a100-sxm-80gb --rate 2 --requests 200)
+if python3 - "$("$bin" --json "${sv[@]}" 2>/dev/null)" "$("$bin" --json "${sv[@]}" --calibration "$tmps/half.yaml" 2>/dev/null)" <<'PY' 2>/dev/null
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert a["config"]["calibration"] is None and b["config"]["calibration"].endswith("half.yaml")
+r = b["result"]["tpot_ms"]["p50"] / a["result"]["tpot_ms"]["p50"]
+assert 1.6 < r < 2.4, r
+PY
+then pass=$((pass+1)); else echo "FAIL serve calibration halves the streaming rate"; fail=$((fail+1)); fi
+printf 'gpu: h100-sxm\n' > "$tmps/h100.yaml"
+expect serve-calibration-other-gpu 2 "calibration is for GPU 'h100-sxm', the run uses 'a100-sxm-80gb'" -- "${sv[@]}" --calibration "$tmps/h100.yaml"
+rm -rf "$tmps"
+
 finish cli_serve

@@ -184,4 +184,40 @@ expect unknown-fusion 2 "--fusion.*expected fused or eager, found 'eagr'.*did yo
 expect pcie-only-pipeline 0 "step time" -- train --model llama3-8b --gpu l40s --gpus 8 --tp 1 --pp 2 --dp 4 --seq 2048 --mbs 1 --gbs 32
 expect node-gpu-mismatch 2 "node 'dgx-a100' holds a100-sxm-80gb GPUs, not h100-sxm" -- train --model llama3-8b --gpu h100-sxm --node dgx-a100 --gpus 8 --gbs 8
 
+# --calibration FILE (io/calibration_file.h, docs/compute.md "Calibration files").
+# (1) The example file holds exactly the built-in H100 constants, so the run is the same to the byte
+# apart from the calibration's provenance.
+cal_h100="${ORRERY_SOURCE_DIR:-$(dirname "$0")/..}/data/measured/h100-sxm/calibration.yaml"
+tmpc=$(mktemp -d)
+llama8=(train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --seq 8192 --mbs 2 --dp-sharding fsdp)
+if python3 - "$("$bin" --json "${llama8[@]}")" "$("$bin" --json "${llama8[@]}" --calibration "$cal_h100")" <<'PY' 2>/dev/null
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert a["calibration"]["file"] is None and b["calibration"]["file"].endswith("calibration.yaml")
+assert b["calibration"]["name"] == "file" and "built-in Hopper" in b["calibration"]["source"]
+for k in ("step_time_s", "tokens_per_s_per_gpu", "mfu", "peak_memory_bytes", "time"):
+    assert a[k] == b[k], k
+PY
+then pass=$((pass+1)); else echo "FAIL calibration file with the built-in constants changes the run"; fail=$((fail+1)); fi
+# (2) Half the GEMM efficiency (0.335): compute-bound GEMMs take twice as long. In this Llama-3-8B layer
+# the GEMMs are about 65% of the compute (docs/compute.md, the G1 layer: 32.5 of 50 ms), so the layer
+# takes about 1.65x as long; the LM head is a GEMM too, and FSDP's all-gathers stay hidden, so the
+# step grows by between 1.4x and 2x.
+printf 'gpu: h100-sxm\ngemm_efficiency: 0.335\n' > "$tmpc/slow.yaml"
+if python3 - "$("$bin" --json "${llama8[@]}")" "$("$bin" --json "${llama8[@]}" --calibration "$tmpc/slow.yaml")" <<'PY' 2>/dev/null
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+r = b["step_time_s"] / a["step_time_s"]
+assert 1.4 < r < 2.0, r
+PY
+then pass=$((pass+1)); else echo "FAIL half the GEMM efficiency"; fail=$((fail+1)); fi
+printf 'gpu: h100-sxm\ngemm_efficency: 0.5\n' > "$tmpc/typo.yaml"
+expect calibration-typo 2 "typo.yaml:2.*gemm_efficency.*did you mean 'gemm_efficiency'" -- "${llama8[@]}" --calibration "$tmpc/typo.yaml"
+one_line_error calibration-typo-one-line "${llama8[@]}" --calibration "$tmpc/typo.yaml"
+expect calibration-other-gpu 2 "calibration is for GPU 'h100-sxm', the run uses 'a100-sxm-80gb'" -- \
+  train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --gbs 16 --seq 8192 --mbs 2 --dp-sharding fsdp --calibration "$cal_h100"
+expect calibration-missing 2 "cannot open the calibration file" -- "${llama8[@]}" --calibration "$tmpc/none.yaml"
+expect plan-calibration 0 "calibration .*calibration.yaml" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --top 1 --calibration "$cal_h100"
+rm -rf "$tmpc"
+
 finish train

@@ -349,7 +349,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     }
     bar->update(done);
   };
-  const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels.attention_kernel));
+  const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels));
   const tr::PlannerResult r = tr::plan_training(model, cluster, cm, o);
   if (bar) bar->finish();
   if (!a.candidates_csv.empty()) io::write_file_atomic(a.candidates_csv, candidates_csv(r.candidates));
@@ -364,6 +364,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["attention_kernel"] = a.kernels.attention_kernel;
     j["fusion"] = a.kernels.fusion;
     j["attention_efficiency"] = cm.calibration().attention.efficiency;
+    j["calibration"] = calibration_json(cm.calibration(), a.kernels);
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["seq"] = seq;
@@ -393,8 +394,9 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
                          model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
                          hw::dtype_name(o.base.precision), gib(r.budget));
-  ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W\n",
-                         a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts());
+  ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W{}\n",
+                         a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts(),
+                         a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);
   ctx.out << fmt::format("communication: {}{}\n", fabric_description(a.fabric, topology),
                          topology ? fmt::format("; the search on the alpha-beta model, its best {} plans re-simulated "
                                                 "on the topology and the top {} re-ranked (a plan outside them could "

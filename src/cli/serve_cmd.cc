@@ -18,6 +18,7 @@
 #include "core/strings.h"
 #include "core/unit_parse.h"
 #include "io/atomic_file.h"
+#include "io/calibration_file.h"
 #include "io/trace_reader.h"
 #include "serve/cluster.h"
 #include "serve/capacity.h"
@@ -48,6 +49,7 @@ struct ServeArgs {
   std::optional<int64_t> requests;
   std::string exec_model = "roofline";
   std::string profile;
+  std::string calibration;  // --calibration FILE: compute-model constants for the --gpu replicas
   std::string requests_csv;
   std::string trace_out;
   int64_t trace_limit = 100000;
@@ -94,6 +96,7 @@ struct Setup {
   model::ModelSpec model;
   const hw::GpuSpec* gpu = nullptr;
   sv::ReplicaSpec replica;
+  std::optional<compute::Calibration> calibration;  // --calibration, when it applies to this GPU
   sv::MemoryPlan plan;
   std::unique_ptr<sv::ExecModel> exec;
   std::ifstream profile;
@@ -108,6 +111,9 @@ using StreamStats = sv::WorkloadStats;
 void add_common_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--model", a.model, "catalog model or path to a config.json")->capture_default_str();
   cmd->add_option("--gpu", a.gpu, "catalog GPU")->capture_default_str();
+  cmd->add_option("--calibration", a.calibration,
+                  "compute-model constants measured on your own GPU (YAML, docs/compute.md \"Calibration files\"), "
+                  "for the replicas on --gpu (roofline model)");
   cmd->add_option("--tp", a.tp, "tensor-parallel degree")->capture_default_str();
   cmd->add_option("--pp", a.pp, "pipeline-parallel degree")->capture_default_str();
   cmd->add_option("--dtype", a.dtype, "weights and KV precision")->capture_default_str();
@@ -254,6 +260,10 @@ Setup make_setup(Context& ctx, const ServeArgs& a) {
   s.replica.prefix_unit_tokens = a.prefix_unit_tokens;
   s.replica.workspace_tokens = a.max_batched_tokens;
   s.replica.workspace_seqs = a.max_seqs;
+  if (!a.calibration.empty()) {
+    s.calibration = io::read_calibration_file(a.calibration, *s.gpu, compute::default_calibration(*s.gpu));
+    s.replica.calibration = &*s.calibration;
+  }
   s.replica.validate(kCl.with_key(""));
   if (!s.gpu->peak(*dt)) {
     throw InputError(kCl.with_key("--dtype"), "GPU '" + s.gpu->name + "' has no " + a.dtype + " peak", "try fp16 or bf16");
@@ -483,6 +493,7 @@ Json config_json(const ServeArgs& a, const Setup& s, const sv::SimOptions& so) {
               {"dtype", a.dtype},
               {"scheduler", a.scheduler},
               {"exec_model", a.exec_model},
+              {"calibration", a.calibration.empty() ? Json(nullptr) : Json(a.calibration)},
               {"workload", a.trace.empty() ? (a.workload.empty() ? "default" : a.workload) : ""},
               {"trace", a.trace},
               {"rate", a.rate ? Json(*a.rate) : Json(nullptr)},
@@ -729,6 +740,7 @@ void run_cluster(Context& ctx, const ServeArgs& a) {
   if (disagg) {
     ServeArgs d = a;
     if (!a.decode_gpu.empty()) d.gpu = a.decode_gpu;
+    if (d.gpu != a.gpu) d.calibration.clear();  // a calibration file is for one GPU: the --gpu replicas
     if (a.decode_tp > 0) d.tp = a.decode_tp;
     try {
       // Initialised in place from the returned value: a Setup points into itself (model, replica spec).

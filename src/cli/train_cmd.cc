@@ -304,7 +304,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
   opt.step.stage_slowdown = parse_stragglers(a.stragglers, plan);
   opt.slow_links = parse_slow_links(a.slow_links, plan);
-  const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels.attention_kernel));
+  const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels));
   opt.memory_timeline = true;
   const std::optional<net::Topology> topology = training_topology(a.fabric, gpu, node, a.gpus);
   if (topology && !a.slow_links.empty()) {
@@ -330,6 +330,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["attention_kernel"] = a.kernels.attention_kernel;
     j["fusion"] = a.kernels.fusion;
     j["attention_efficiency"] = cm.calibration().attention.efficiency;
+    j["calibration"] = calibration_json(cm.calibration(), a.kernels);
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     j["plan"] = {{"dp", plan.dp},
@@ -424,9 +425,10 @@ void run_train(Context& ctx, const TrainArgs& a) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
   }
-  s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W",
+  s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W{}",
                                     a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion,
-                                    gpu.power().watts())});
+                                    gpu.power().watts(),
+                                    a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration)});
   ctx.out << s.render() << "\n";
   Table m({"memory", "GiB"}, fmt::format("memory of the peak rank (stage {})", r.memory.peak_stage));
   for (const auto& [k, v] : mem) m.add_row({k, gib(v)});

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/strings.h"
 #include "core/unit_parse.h"
+#include "io/calibration_file.h"
 #include "net/topology_builders.h"
 
 namespace orrery::cli {
@@ -138,12 +139,22 @@ void add_kernel_options(CLI::App* c, KernelArgs& k) {
   c->add_option("--fusion", k.fusion,
                 "elementwise kernels: fused (Megatron/TE, torch.compile) | eager (PyTorch modules op by op)")
       ->capture_default_str();
+  c->add_option("--calibration", k.calibration,
+                "compute-model constants measured on your own GPU (YAML, docs/compute.md \"Calibration files\"); "
+                "they replace the built-in ones they name");
 }
 
-compute::Calibration training_calibration(const hw::GpuSpec& gpu, const std::string& attention_kernel) {
+compute::Calibration training_calibration(const hw::GpuSpec& gpu, const KernelArgs& k) {
   const Where w = kCl.with_key("--attention-kernel");
-  return compute::with_attention_kernel(compute::default_calibration(gpu), gpu,
-                                        compute::parse_attention_kernel(attention_kernel, w), w);
+  compute::Calibration c = compute::with_attention_kernel(compute::default_calibration(gpu), gpu,
+                                                          compute::parse_attention_kernel(k.attention_kernel, w), w);
+  if (!k.calibration.empty()) c = io::read_calibration_file(k.calibration, gpu, std::move(c));
+  return c;
+}
+
+io::Json calibration_json(const compute::Calibration& c, const KernelArgs& k) {
+  return io::Json{{"name", c.name}, {"source", c.source},
+                  {"file", k.calibration.empty() ? io::Json(nullptr) : io::Json(k.calibration)}};
 }
 
 bool parse_fusion(const std::string& fusion) {

@@ -41,12 +41,16 @@ struct KernelArgs {
   std::string power_limit;                   // --power-limit; empty: the catalog's limit or the TDP
   std::string attention_kernel = "default";  // --attention-kernel
   std::string fusion = "fused";              // --fusion
+  std::string calibration;                   // --calibration FILE; empty: the built-in calibration
 };
 void add_kernel_options(CLI::App* c, KernelArgs& k);
 
-// The GPU's default calibration with --attention-kernel applied (default | fa2 | cudnn | fa3);
-// InputError naming the flag for an unknown kernel or one without a published figure on that GPU.
-compute::Calibration training_calibration(const hw::GpuSpec& gpu, const std::string& attention_kernel);
+// The GPU's default calibration with --attention-kernel applied (default | fa2 | cudnn | fa3), then the
+// constants of --calibration FILE (io/calibration_file.h) laid over it; InputError naming the flag for
+// an unknown kernel or one without a published figure on that GPU, or the file's line and key.
+compute::Calibration training_calibration(const hw::GpuSpec& gpu, const KernelArgs& k);
+// The calibration's provenance for --json: {"name", "source", "file" (null without --calibration)}.
+io::Json calibration_json(const compute::Calibration& c, const KernelArgs& k);
 
 // --fusion fused | eager: true for eager (unfused PyTorch elementwise kernels); InputError naming the
 // flag, with the nearest name, otherwise.

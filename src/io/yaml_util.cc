@@ -124,6 +124,15 @@ double Fields::req_double(std::string_view key) {
   return *v;
 }
 
+std::optional<double> Fields::opt_double(std::string_view key) {
+  const auto node = value(key, false);
+  if (!node) return std::nullopt;
+  const std::string s = scalar(key, *node, "a number");
+  const auto v = to_double(s);
+  if (!v) throw InputError(where_of_key(key), fmt::format("expected a number, got '{}'", s));
+  return v;
+}
+
 double Fields::req_nonnegative_double(std::string_view key) {
   const double v = req_double(key);
   if (v < 0) throw InputError(where_of_key(key), fmt::format("must not be negative, got {}", v));

@@ -35,6 +35,7 @@ class Fields {
   std::optional<int64_t> opt_int(std::string_view key);
   double req_double(std::string_view key);
   double req_nonnegative_double(std::string_view key);
+  std::optional<double> opt_double(std::string_view key);
 
   Bytes req_bytes(std::string_view key);  // unit string, > 0
   Bandwidth req_bandwidth(std::string_view key);

@@ -92,7 +92,7 @@ Time CollectiveTable::time(Bytes size) const {
 
 LayerCosts::LayerCosts(const ReplicaSpec& spec)
     : spec_(&spec),
-      compute_(*spec.gpu),
+      compute_(*spec.gpu, spec.calibration != nullptr ? *spec.calibration : compute::default_calibration(*spec.gpu)),
       all_reduce_(*spec.gpu, spec.tp, false),
       send_recv_(*spec.gpu, spec.pp > 1 ? 2 : 1, true) {
   const model::ModelSpec& m = *spec.model;

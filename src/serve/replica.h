@@ -74,6 +74,7 @@ struct ReplicaSpec {
   int64_t prefix_unit_tokens = 512;            // tokens per prefix hash (Mooncake: 512)
   bool prefix_caching = true;                  // share prefixes when requests carry hashes
   int64_t max_context = 0;                     // 0: the model's max_positions
+  const compute::Calibration* calibration = nullptr;  // compute-model constants; null: the GPU's default
 
   // Checks tp, pp, block size, utilization, watermark (InputError naming the field).
   void validate(const Where& where = {}) const;

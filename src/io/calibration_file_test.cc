@@ -1,0 +1,113 @@
+#include "io/calibration_file.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "io/catalog_loader.h"
+
+namespace orrery::io {
+namespace {
+
+const hw::GpuSpec& h100() {
+  static const Catalog c = [] {
+    CatalogOptions o;
+    o.use_environment = false;
+    return load_catalog(o);
+  }();
+  return c.hw.get_gpu("h100-sxm", Where{});
+}
+
+constexpr const char* kFull = R"(gpu: h100-sxm
+source: "our cluster, 2026-11-26"
+gemm_efficiency: 0.7
+gemm_memory_efficiency: 0.75
+memory_efficiency: 0.85
+launch_overhead: 5 us
+attention:
+  forward: {efficiency: 0.5, half_length: 256, ctas_per_sm_half: 1.5}
+  backward: {efficiency: 0.45, half_length: 2048, ctas_per_sm_half: 0}
+)";
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse_calibration(yaml, "cal.yaml", h100(), compute::default_calibration(h100()));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(CalibrationFile, EveryKeyReplacesTheBuiltInConstant) {
+  const compute::Calibration base = compute::default_calibration(h100());
+  const compute::Calibration c = parse_calibration(kFull, "cal.yaml", h100(), base);
+  EXPECT_EQ(c.gemm_efficiency, 0.7);
+  EXPECT_EQ(c.gemm_memory_efficiency, 0.75);
+  EXPECT_EQ(c.memory_efficiency, 0.85);
+  EXPECT_EQ(c.launch_overhead, Time::us(5));
+  EXPECT_EQ(c.attention.efficiency, 0.5);
+  EXPECT_EQ(c.attention.half_length, 256.0);
+  EXPECT_EQ(c.attention.ctas_per_sm_half, 1.5);
+  EXPECT_EQ(c.attention_backward.efficiency, 0.45);
+  EXPECT_EQ(c.attention_backward.half_length, 2048.0);
+  EXPECT_EQ(c.attention_backward.ctas_per_sm_half, 0.0);
+  EXPECT_EQ(c.name, "file");
+  EXPECT_NE(c.source.find("cal.yaml"), std::string::npos) << c.source;
+  EXPECT_NE(c.source.find("our cluster"), std::string::npos) << c.source;
+  // What a file does not set stays the built-in calibration's (the SM count, tiles, latency).
+  EXPECT_EQ(c.sm_count, base.sm_count);
+  EXPECT_EQ(c.tiles.size(), base.tiles.size());
+  EXPECT_EQ(c.memory_latency, base.memory_latency);
+}
+
+TEST(CalibrationFile, AnAbsentKeyKeepsTheBuiltInValue) {
+  const compute::Calibration base = compute::default_calibration(h100());
+  const compute::Calibration c =
+      parse_calibration("gpu: h100-sxm\nattention:\n  forward: {efficiency: 0.4}\n", "cal.yaml", h100(), base);
+  EXPECT_EQ(c.attention.efficiency, 0.4);
+  EXPECT_EQ(c.attention.half_length, base.attention.half_length);
+  EXPECT_EQ(c.attention_backward.efficiency, base.attention_backward.efficiency);
+  EXPECT_EQ(c.gemm_efficiency, base.gemm_efficiency);
+}
+
+TEST(CalibrationFile, ErrorsNameTheFileLineAndKey) {
+  // A misspelt key: the nearest known one is suggested, at its line.
+  std::string e = error_of("gpu: h100-sxm\ngemm_eficiency: 0.7\n");
+  EXPECT_NE(e.find("cal.yaml:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("gemm_efficiency"), std::string::npos) << e;
+  // A fraction outside (0, 1].
+  e = error_of("gpu: h100-sxm\nmemory_efficiency: 1.2\n");
+  EXPECT_NE(e.find("cal.yaml:2"), std::string::npos) << e;
+  EXPECT_NE(e.find("(0, 1]"), std::string::npos) << e;
+  e = error_of("gpu: h100-sxm\ngemm_efficiency: 0\n");
+  EXPECT_NE(e.find("(0, 1]"), std::string::npos) << e;
+  // Not a number.
+  e = error_of("gpu: h100-sxm\ngemm_efficiency: fast\n");
+  EXPECT_NE(e.find("expected a number"), std::string::npos) << e;
+  // Negative lengths and occupancies, inside the attention mapping.
+  e = error_of("gpu: h100-sxm\nattention:\n  backward: {half_length: -1}\n");
+  EXPECT_NE(e.find("half_length"), std::string::npos) << e;
+  EXPECT_NE(e.find("negative"), std::string::npos) << e;
+  e = error_of("gpu: h100-sxm\nattention:\n  foward: {efficiency: 0.5}\n");
+  EXPECT_NE(e.find("forward"), std::string::npos) << e;
+  // The calibration of another GPU.
+  e = error_of("gpu: a100-sxm-80gb\n");
+  EXPECT_NE(e.find("a100-sxm-80gb"), std::string::npos) << e;
+  EXPECT_NE(e.find("h100-sxm"), std::string::npos) << e;
+  // No gpu key, malformed YAML, a launch overhead that is not a duration.
+  EXPECT_NE(error_of("gemm_efficiency: 0.7\n").find("gpu"), std::string::npos);
+  EXPECT_NE(error_of("gpu: [h100\n").find("malformed YAML"), std::string::npos);
+  EXPECT_NE(error_of("gpu: h100-sxm\nlaunch_overhead: 3\n").find("launch_overhead"), std::string::npos);
+}
+
+TEST(CalibrationFile, AMissingFileIsAnInputError) {
+  try {
+    read_calibration_file("/nonexistent/cal.yaml", h100(), compute::default_calibration(h100()));
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/cal.yaml"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace orrery::io
