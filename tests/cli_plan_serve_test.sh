@@ -77,4 +77,23 @@ expect missing-trace 2 "" -- plan serve --model llama2-7b --trace "$tmp/none.csv
 expect bad-workload 2 "workload" -- plan serve --model llama2-7b --workload "prompt=abc"
 one_line_error bad-workload-line plan serve --model llama2-7b --workload "prompt=abc"
 
+# --calibration FILE applies to the configurations on its GPU only: with half the A100's streaming
+# fractions the A100's capacity falls (its decode steps stream the weights and KV about twice as slowly)
+# and the H100's stays exactly as it was. A file whose GPU is not among --gpus is an error.
+tmpk=$(mktemp -d)
+printf 'gpu: a100-sxm-80gb\ngemm_memory_efficiency: 0.39\nmemory_efficiency: 0.45\n' > "$tmpk/half.yaml"
+ps=(plan serve --model llama2-7b --gpus a100-sxm-80gb,h100-sxm --tp 1 --schedulers vllm --requests 500)
+if python3 - "$("$bin" --json "${ps[@]}" 2>/dev/null)" "$("$bin" --json "${ps[@]}" --calibration "$tmpk/half.yaml" 2>/dev/null)" <<'PY' 2>/dev/null
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+ra = {t["config"]["gpu"]: t["max_rate"] for t in a["top"]}
+rb = {t["config"]["gpu"]: t["max_rate"] for t in b["top"]}
+assert a["calibration"] is None and b["calibration"].endswith("half.yaml")
+assert rb["h100-sxm"] == ra["h100-sxm"]
+assert rb["a100-sxm-80gb"] < 0.85 * ra["a100-sxm-80gb"], (ra, rb)
+PY
+then pass=$((pass+1)); else echo "FAIL plan serve calibration"; fail=$((fail+1)); fi
+expect plan-serve-calibration-gpu 2 "is for a GPU that is not among --gpus" -- plan serve --model llama2-7b --gpus h100-sxm --tp 1 --schedulers vllm --requests 200 --calibration "$tmpk/half.yaml"
+rm -rf "$tmpk"
+
 finish plan_serve

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "cli/output.h"
 #include "core/progress.h"
 #include "core/strings.h"
+#include "io/calibration_file.h"
 #include "io/trace_reader.h"
 #include "serve/capacity.h"
 #include "serve/router.h"
@@ -48,6 +50,7 @@ struct PlanServeArgs {
   uint64_t seed = 0;
   std::string dtype = "fp16";
   std::string exec_model = "roofline";
+  std::string calibration;  // --calibration FILE: for the configurations on its GPU
   std::vector<std::string> slo_values = std::vector<std::string>(9);  // by sv::slo_names()
   int64_t top = 10;
   int threads = 0;
@@ -206,6 +209,25 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
     }
     gpus.push_back(&spec);
   }
+  // --calibration FILE: its constants for the configurations on the GPU it names (one of --gpus).
+  std::optional<compute::Calibration> calibration;
+  const hw::GpuSpec* calibrated_gpu = nullptr;
+  if (!a.calibration.empty()) {
+    for (const hw::GpuSpec* g : gpus) {
+      try {
+        calibration = io::read_calibration_file(a.calibration, *g, compute::default_calibration(*g));
+        calibrated_gpu = g;
+        break;
+      } catch (const InputError& e) {
+        if (e.where().key != "gpu") throw;
+      }
+    }
+    if (calibrated_gpu == nullptr) {
+      throw InputError(kCl.with_key("--calibration"),
+                       fmt::format("'{}' is for a GPU that is not among --gpus ({})", a.calibration, a.gpus),
+                       "add its GPU to --gpus");
+    }
+  }
   const std::vector<int64_t> tps = int_list(a.tp, "--tp"), pps = int_list(a.pp, "--pp");
   const std::vector<int64_t> seqs = int_list(a.max_seqs, "--max-seqs"), toks = int_list(a.max_batched_tokens, "--max-batched-tokens");
   const std::vector<int64_t> chunks = int_list(a.chunk_sizes, "--chunk-size"), reps = int_list(a.replicas, "--replicas");
@@ -230,6 +252,7 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
                 for (int64_t r : reps) {
                   sv::CapacityConfig c;
                   c.gpu = g;
+                  c.calibration = g == calibrated_gpu ? &*calibration : nullptr;
                   c.tp = tp;
                   c.pp = pp;
                   c.scheduler = s;
@@ -266,6 +289,7 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
     j["requests"] = a.requests;
     j["seed"] = a.seed;
     j["exec_model"] = a.exec_model;
+    j["calibration"] = a.calibration.empty() ? Json(nullptr) : Json(a.calibration);
     j["router"] = a.router;
     j["replica_model"] = "cluster";
     Json slos = Json::array();
@@ -362,6 +386,9 @@ void register_plan_serve_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--seed", a->seed, "seed of the synthetic workload")->capture_default_str();
   c->add_option("--dtype", a->dtype, "weights and KV precision")->capture_default_str();
   c->add_option("--exec-model", a->exec_model, "roofline | linear | piecewise")->capture_default_str();
+  c->add_option("--calibration", a->calibration,
+                "compute-model constants measured on your own GPU (YAML, docs/compute.md \"Calibration files\"), for "
+                "the configurations on its GPU (roofline model)");
   const std::vector<std::string> names = sv::slo_names();
   for (size_t i = 0; i < names.size(); ++i) {
     c->add_option("--slo-" + names[i], a->slo_values[i], "SLO bound on " + names[i] + " (a time, e.g. 2s, 200ms)")

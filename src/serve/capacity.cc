@@ -278,6 +278,7 @@ CapacityProbe::CapacityProbe(const model::ModelSpec& model, const CapacityConfig
     : config_(config), workload_(workload), spec_(options.base) {
   spec_.model = &model;
   spec_.gpu = config.gpu;
+  spec_.calibration = config.calibration;
   spec_.tp = config.tp;
   spec_.pp = config.pp;
   spec_.workspace_tokens = config.max_batched_tokens;

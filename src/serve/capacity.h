@@ -148,6 +148,7 @@ struct CapacityConfig {
   int64_t replicas = 1;
   std::string router = "round-robin";  // replicas > 1: serve/router.h; empty: one replica at rate / replicas
   double usd_per_gpu_hour = 0.0;  // 0: no price known
+  const compute::Calibration* calibration = nullptr;  // compute-model constants; null: the GPU's default
 };
 
 // A fresh request stream at `rate` requests/s (total over all replicas). Called concurrently from the
