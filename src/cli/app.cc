@@ -9,6 +9,7 @@
 namespace orrery::cli {
 
 void register_plan_serve_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
+void register_calibrate_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions);
 
 const io::Catalog& Context::catalog() {
   if (!catalog_) {
@@ -77,6 +78,7 @@ int run_app(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   register_serve_commands(app, actions);
   register_plan_train_command(app, actions);
   register_plan_serve_command(app, actions);
+  register_calibrate_command(app, actions);
   for (auto& [sub, action] : actions) sub->fallthrough();
   for (CLI::App* sub : app.get_subcommands({})) sub->fallthrough();
 
