@@ -52,6 +52,10 @@ expect bad-number 2 "nan.csv:2.*ms.*expected a number, found 'fast'" -- calibrat
 one_line_error bad-number-one-line calibrate --gpu h100-sxm --kernels "$tmp/nan.csv"
 printf 'config,op,pass,m,n,k,ms,bytes\nE1,qkv,forward,4096,6144\n' > "$tmp/short.csv"
 expect short-row 2 "short.csv:2.*expected 8 cells, found 5" -- calibrate --gpu h100-sxm --kernels "$tmp/short.csv"
+printf 'backend,batch,heads,kv_heads,seq,ctas,pass,ms,tflops\ngemm,1,8,0,4096by4096,0,forward,0.02,1\n' > "$tmp/badnk.csv"
+expect bad-gemm-shape 2 "badnk.csv:2.*seq.*expected N x K" -- calibrate --gpu h100-sxm --sweep "$tmp/badnk.csv"
+printf 'backend,batch,heads,kv_heads,seq,ctas,pass,ms,tflops\ngemm,1,8,0,4096xabc,0,forward,0.02,1\n' > "$tmp/badk.csv"
+expect bad-gemm-k 2 "badk.csv:2.*expected N x K" -- calibrate --gpu h100-sxm --sweep "$tmp/badk.csv"
 expect bad-kernel 2 "--attention-kernel.*did you mean 'fa2'" -- calibrate --gpu h100-sxm --sweep "$sweep" --attention-kernel fa3
 expect nothing-qualifies 2 "no kernel in the files qualifies" -- calibrate --gpu h100-sxm --kernels "$hot" --min-single-call-ms 1000
 "$bin" calibrate --gpu h100-sxm --kernels "$tmp/nan.csv" --out "$tmp/bad.yaml" >/dev/null 2>&1

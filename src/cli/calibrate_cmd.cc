@@ -10,11 +10,11 @@
 //   attention forward/back.  the sweep's kernels of --attention-kernel, from --min-attention-ms
 // A constant whose kernels are absent is not written (the run keeps the built-in value).
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -94,12 +94,8 @@ class Csv {
     std::vector<std::string> cells;
   };
   static std::vector<std::string> split_line(const std::string& line) {
-    std::vector<std::string> out;
-    std::string cell;
-    std::istringstream in(line);
-    while (std::getline(in, cell, ',')) out.push_back(cell);
-    if (!line.empty() && line.back() == ',') out.emplace_back();
-    return out;
+    const std::vector<std::string_view> f = split_csv(line);
+    return {f.begin(), f.end()};
   }
   static std::string join(const std::vector<std::string>& v) {
     std::string s;
@@ -176,9 +172,17 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
         const size_t x = nk.find('x');
         if (x == std::string::npos) throw InputError(s.where(i, "seq"), "expected N x K such as 4096x11008, found '" + nk + "'");
         const double m = s.number(i, "heads");
-        if (m <= 32.0) {
-          streaming_gemms.push_back({m, std::stoll(nk.substr(0, x)), std::stoll(nk.substr(x + 1)), ms});
-        }
+        const auto dim = [&](std::string_view text) {
+          int64_t v = 0;
+          const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+          if (ec != std::errc() || end != text.data() + text.size() || v < 1) {
+            throw InputError(s.where(i, "seq"), "expected N x K such as 4096x11008, found '" + nk + "'");
+          }
+          return v;
+        };
+        const int64_t n = dim(std::string_view(nk).substr(0, x));
+        const int64_t kk = dim(std::string_view(nk).substr(x + 1));
+        if (m <= 32.0) streaming_gemms.push_back({m, n, kk, ms});
       } else if (b == backend && ms >= a.min_attention_ms) {
         const std::string& p = s.cell(i, "pass");
         if (p != "forward" && p != "backward") {

@@ -1,8 +1,9 @@
 // Fitting the compute model's constants to kernels measured on a GPU (the `orrery calibrate` command,
 // docs/compute.md "Calibration files"). Each fit searches a grid of round values for the constant(s)
 // that minimize median |error| + 0.1 x worst |error| of the model's times against the measured ones,
-// so that one bad kernel does not decide a constant and no kernel is left far off; the same search as
-// tools/calibration/fit_hopper_attention.py, whose Hopper attention constants it reproduces.
+// so that one bad kernel does not decide a constant and no kernel is left far off. The built-in Hopper
+// attention rates are this search's result on the grid of data/measured/h100-sxm/attention_sweep.csv
+// (test H100Kernels.BuiltInHopperAttentionIsTheFitOnTheGrid).
 #pragma once
 
 #include <cstdint>

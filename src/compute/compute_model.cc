@@ -25,9 +25,7 @@
 //   Published context: FlashAttention-2 reaches 50-73% of A100 peak in its forward pass (Dao 2023,
 //     arXiv:2307.08691), hence attention efficiency 0.73 at long sequences; short sequences are
 //     slower (its benchmarks roughly halve from 16k to 512 tokens), modelled by L/(L + 512).
-//     Hopper attention: fit to kernels measured on an H100 (kKernelEfficiencies below); the
-//     architecture table's 0.60, the cuDNN figure of Shah et al. 2024 (arXiv:2407.08608, Figs. 5-6),
-//     stands only where no kernel table entry does.
+//     Hopper attention: fit to kernels measured on an H100 (kKernelEfficiencies below).
 //   Hopper GEMM 0.67, transferred from the A100 rather than assumed: best-shape bf16 matmuls measured
 //     by mamf-finder (S. Bekman, ml-engineering, compute/accelerator; the table is reproduced in
 //     mag-/gpu_benchmark README) reach 267.9 TFLOP/s on A100 SXM (0.859 of 312) and 792.1 on H100
@@ -131,7 +129,18 @@ Time LayerOpTimes::linear_total() const {
   return t;
 }
 
-// Per-architecture efficiencies (sources in the file header and docs/compute.md).
+// Fused-attention rates (e, half length, CTAs per SM at half occupancy) per library; where they come
+// from is written above kKernelEfficiencies below.
+constexpr AttentionRate kFa2Ampere{0.73, 512.0, 0.0};
+constexpr AttentionRate kCudnnHopperFwd{0.62, 1024.0, 0.5};
+constexpr AttentionRate kCudnnHopperBwd{0.54, 1024.0, 1.0};
+constexpr AttentionRate kFa2HopperFwd{0.36, 1024.0, 2.0};
+constexpr AttentionRate kFa2HopperBwd{0.32, 1024.0, 0.5};
+constexpr AttentionRate kFa3Hopper{0.64, 512.0, 0.0};
+
+// Per-architecture efficiencies (sources in the file header and docs/compute.md). `attention` is the
+// forward efficiency of the architecture's default library; where kKernelEfficiencies has that library,
+// its rates (both passes) are used and this is the same number.
 struct ArchConstants {
   std::string_view arch;
   double gemm;
@@ -142,17 +151,16 @@ struct ArchConstants {
   std::string_view source;
 };
 constexpr std::array kArchConstants = {
-    ArchConstants{"ampere", 0.72, 0.78, 0.90, 0.73, 3,
+    ArchConstants{"ampere", 0.72, 0.78, 0.90, kFa2Ampere.efficiency, 3,
                   "fit to vidur's A100 profiles (GEMM and bandwidth efficiencies), A40 held out; FlashAttention-2 "
                   "(Dao 2023) for attention; SMs from NVIDIA whitepapers (docs/compute.md)"},
-    ArchConstants{"ada-lovelace", 0.72, 0.78, 0.90, 0.73, 3,
+    ArchConstants{"ada-lovelace", 0.72, 0.78, 0.90, kFa2Ampere.efficiency, 3,
                   "the Ampere constants (vidur A100 fit), not validated on Ada (docs/compute.md)"},
-    ArchConstants{"hopper", 0.67, 0.78, 0.90, 0.60, 3,
+    ArchConstants{"hopper", 0.67, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
                   "GEMM: the A100 model-shaped fraction (vidur) scaled by measured best-shape matmul rates, H100 "
-                  "SXM 792.1 vs A100 SXM 267.9 TFLOP/s (mamf-finder); attention: cuDNN in Shah et al. 2024; "
-                  "bandwidth fractions as measured on Ampere; fused attention fit to kernels measured on an H100 "
-                  "(data/measured/h100-sxm, docs/compute.md)"},
-    ArchConstants{"blackwell", 0.67, 0.78, 0.90, 0.60, 3,
+                  "SXM 792.1 vs A100 SXM 267.9 TFLOP/s (mamf-finder); bandwidth fractions as measured on Ampere; "
+                  "fused attention (cuDNN) fit to kernels measured on an H100 (data/measured/h100-sxm, docs/compute.md)"},
+    ArchConstants{"blackwell", 0.67, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
                   "the Hopper constants, not validated on Blackwell (docs/compute.md)"},
     ArchConstants{"cdna3", 0.55, 0.70, 0.80, 0.40, 4,
                   "rough CDNA3 figures (not validated): hipBLASLt bf16 GEMMs reach about half of MI300X's dense "
@@ -165,16 +173,16 @@ namespace {
 // length, CTAs per SM at half occupancy).
 // Ampere and Ada, FlashAttention-2: 0.73 at long sequences (Dao 2023, the calibration's own), the
 //   L/(L + 512) shape, no occupancy term; backward as the forward (not measured).
-// Hopper, cuDNN and FlashAttention-2: fit by tools/calibration/fit_hopper_attention.py to causal kernels
+// Hopper, cuDNN and FlashAttention-2: fit by compute::fit_attention (`orrery calibrate`'s search; test
+//   H100Kernels.BuiltInHopperAttentionIsTheFitOnTheGrid) to causal kernels
 //   measured on an H100 SXM (data/measured/h100-sxm/attention_sweep.csv: batch 1, head dim 128, heads
 //   4-64 x sequence 512-16,384, 10 back-to-back calls per timing at the power-limited clock), on the
 //   kernels of 0.3 ms and more (below that PyTorch's SDPA host path, whose floor in the data is 23 us
 //   forward and 150-280 us backward, can set the pace); the training rows' shapes in the same file
 //   (7-18 heads at 4k, 2 x 32 heads over 8 kv heads at 8k) are held out: median |error| cuDNN 5.7%
-//   forward, 1.5% backward; FlashAttention-2 7.3%, 10.0%. The published long-sequence forward rates
-//   (Shah et al. 2024, arXiv:2407.08608, Fig. 5, H100 SXM5, 16 heads at 16k keys: cuDNN 539 TFLOP/s,
-//   FA2 335) are 1.04 and 0.89 of what these constants give there (their card ran cool, ours at its
-//   power limit).
+//   forward, 1.5% backward; FlashAttention-2 7.3%, 10.0%. At the published long-sequence benchmark's
+//   shape (Shah et al. 2024, arXiv:2407.08608, Fig. 5, H100 SXM5, 16 heads at 16k keys: cuDNN 539
+//   TFLOP/s, FA2 335) these constants give 1.04 and 0.89 of the published rates (docs/compute.md).
 // Hopper FlashAttention-3: 0.64 (616 TFLOP/s at 16k, same figure), the L/(L + 512) shape; not measured.
 // Blackwell takes the Hopper figures (not validated).
 struct KernelEfficiency {
@@ -183,12 +191,6 @@ struct KernelEfficiency {
   AttentionRate forward;
   AttentionRate backward;
 };
-constexpr AttentionRate kFa2Ampere{0.73, 512.0, 0.0};
-constexpr AttentionRate kCudnnHopperFwd{0.62, 1024.0, 0.5};
-constexpr AttentionRate kCudnnHopperBwd{0.54, 1024.0, 1.0};
-constexpr AttentionRate kFa2HopperFwd{0.36, 1024.0, 2.0};
-constexpr AttentionRate kFa2HopperBwd{0.32, 1024.0, 0.5};
-constexpr AttentionRate kFa3Hopper{0.64, 512.0, 0.0};
 constexpr std::array kKernelEfficiencies = {
     KernelEfficiency{"ampere", AttentionKernel::kFlashAttention2, kFa2Ampere, kFa2Ampere},
     KernelEfficiency{"ada-lovelace", AttentionKernel::kFlashAttention2, kFa2Ampere, kFa2Ampere},

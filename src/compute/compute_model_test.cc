@@ -118,10 +118,11 @@ TEST(AttentionKernel, HopperRatesAgreeWithThePublishedLongSequenceBenchmark) {
   // The Hopper rates are fit to kernels measured on a power-limited H100 (data/measured/h100-sxm). The
   // FlashAttention-3 paper (Shah et al. 2024, Fig. 5: H100 SXM5, causal, head dim 128, 16k tokens in all,
   // hidden 2048, so 16 heads x one 16k sequence = 16 x 128 = 2,048 CTAs) gives the forward at 16k keys:
-  // FlashAttention-2 335, cuDNN 539, FlashAttention-3 616 TFLOP/s. Those are short benchmarks, so at
-  // a cool card's clock: the same H100 ran the 8192^3 matmul 8-18% slower at its power limit than cool
-  // (728 and 666 vs 787 TFLOP/s), and the fits carry 5-10% error on held-out shapes. The model's rate at
-  // that shape must sit between 0.80 and 1.06 of the published one.
+  // FlashAttention-2 335, cuDNN 539, FlashAttention-3 616 TFLOP/s, from short benchmarks at an unknown
+  // clock. The model's rate at that shape over the published one: the clock factor, between 666/787 =
+  // 0.85 (the same H100 hot against cool, data/measured/h100-sxm) and 1 (a benchmark as cool as the
+  // paper's), times the fits' own error, up to 10% (their held-out medians are 1.5-10%): between
+  // 0.85 x 0.90 = 0.76 and 1.0 x 1.10 = 1.10.
   const Where w{"<test>", 0, "--attention-kernel"};
   const Calibration base = default_calibration(h100());
   const ComputeModel cudnn(h100(), base);
@@ -137,8 +138,8 @@ TEST(AttentionKernel, HopperRatesAgreeWithThePublishedLongSequenceBenchmark) {
   };
   for (const auto& [name, published] : {std::pair<const char*, double>{"fa2", 335.0}, {"cudnn", 539.0}, {"fa3", 616.0}}) {
     const double ratio = model_tflops(name) / published;
-    EXPECT_GE(ratio, 0.80) << name;
-    EXPECT_LE(ratio, 1.06) << name;
+    EXPECT_GE(ratio, 0.76) << name;
+    EXPECT_LE(ratio, 1.10) << name;
   }
   // The default on Hopper is cuDNN, the kernel Transformer Engine (so Megatron-Core) runs, both passes.
   const Calibration c = with_attention_kernel(base, h100(), AttentionKernel::kCudnn, w);

@@ -81,4 +81,24 @@ std::string suggest(std::string_view name, const std::vector<std::string>& candi
   return out;
 }
 
+void split_csv(std::string_view line, std::vector<std::string_view>& out) {
+  out.clear();
+  size_t start = 0;
+  while (true) {
+    const size_t comma = line.find(',', start);
+    if (comma == std::string_view::npos) {
+      out.push_back(trim(line.substr(start)));
+      return;
+    }
+    out.push_back(trim(line.substr(start, comma - start)));
+    start = comma + 1;
+  }
+}
+
+std::vector<std::string_view> split_csv(std::string_view line) {
+  std::vector<std::string_view> out;
+  split_csv(line, out);
+  return out;
+}
+
 }  // namespace orrery

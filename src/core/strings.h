@@ -23,4 +23,10 @@ std::string suggest(std::string_view name, const std::vector<std::string>& candi
 std::string to_lower(std::string_view s);
 std::string_view trim(std::string_view s);
 
+// The comma-separated fields of one CSV line, each trimmed (no quoting: the files orrery reads have
+// none). A trailing comma gives an empty last field. The views point into `line`. The second form
+// reuses `out` (for readers that split millions of lines).
+std::vector<std::string_view> split_csv(std::string_view line);
+void split_csv(std::string_view line, std::vector<std::string_view>& out);
+
 }  // namespace orrery

@@ -24,5 +24,18 @@ TEST(Suggest, FarNamesListTheValidOnes) {
   EXPECT_EQ(suggest("butterfly-mesh", names), "valid names: ring, tree");
 }
 
+TEST(SplitCsv, FieldsAreTrimmedAndATrailingCommaIsAnEmptyField) {
+  const std::vector<std::string_view> f = split_csv(" a, b ,c,");
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0], "a");
+  EXPECT_EQ(f[1], "b");
+  EXPECT_EQ(f[2], "c");
+  EXPECT_EQ(f[3], "");
+  EXPECT_EQ(split_csv("").size(), 1u);  // one empty field
+  std::vector<std::string_view> reused = {"x", "y", "z"};
+  split_csv("1,2", reused);  // the reused form clears first
+  EXPECT_EQ(reused, (std::vector<std::string_view>{"1", "2"}));
+}
+
 }  // namespace
 }  // namespace orrery

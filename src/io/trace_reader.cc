@@ -46,20 +46,6 @@ const CsvSchema& schema_of(TraceFormat f) {
 // Largest arrival offset a Time holds with margin (Time::seconds requires |s| < 9.2e6).
 constexpr double kMaxArrivalS = 9.0e6;
 
-void split_csv(std::string_view line, std::vector<std::string_view>& out) {
-  out.clear();
-  size_t start = 0;
-  while (true) {
-    const size_t comma = line.find(',', start);
-    if (comma == std::string_view::npos) {
-      out.push_back(trim(line.substr(start)));
-      return;
-    }
-    out.push_back(trim(line.substr(start, comma - start)));
-    start = comma + 1;
-  }
-}
-
 std::vector<std::string> header_names(std::string_view line) {
   std::vector<std::string_view> fields;
   split_csv(line, fields);

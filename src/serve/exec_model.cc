@@ -204,18 +204,6 @@ double interpolate(const std::vector<int64_t>& xs, const std::vector<double>& ys
   return ys[i - 1] + (ys[i] - ys[i - 1]) * (x - x0) / (x1 - x0);
 }
 
-std::vector<std::string_view> split_csv(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= line.size(); ++i) {
-    if (i == line.size() || line[i] == ',') {
-      out.push_back(trim(line.substr(start, i - start)));
-      start = i + 1;
-    }
-  }
-  return out;
-}
-
 double parse_number(std::string_view text, const Where& where, std::string_view what) {
   std::string s(text);
   char* end = nullptr;

@@ -35,6 +35,7 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "coll/nccl_model.h"
 #include "net/topology_builders.h"
 
@@ -68,11 +69,8 @@ std::optional<std::filesystem::path> network_dir() {
 }
 
 std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) out.push_back(cell);
-  return out;
+  const std::vector<std::string_view> f = orrery::split_csv(line);
+  return {f.begin(), f.end()};
 }
 
 // Reads one vidur network file: time_stats.<collective>.median (ms) by (num_workers,

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
 #include "compute/compute_model.h"
 #include "io/catalog_loader.h"
 
@@ -112,11 +113,8 @@ std::optional<model::ModelSpec> model_for(const std::string& vidur_model) {
 }
 
 std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) out.push_back(cell);
-  return out;
+  const std::vector<std::string_view> f = orrery::split_csv(line);
+  return {f.begin(), f.end()};
 }
 
 struct Row {

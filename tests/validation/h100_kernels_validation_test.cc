@@ -34,10 +34,13 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/strings.h"
+#include "compute/calibration_fit.h"
 #include "compute/compute_model.h"
 #include "io/catalog_loader.h"
 #include "model/op_inventory.h"
@@ -65,12 +68,8 @@ const io::Catalog& catalog() {
 }
 
 std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) out.push_back(cell);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
+  const std::vector<std::string_view> f = orrery::split_csv(line);
+  return {f.begin(), f.end()};
 }
 
 // A CSV file as rows of column name -> cell.
@@ -193,8 +192,8 @@ TEST_F(H100Kernels, GemmTimesMatchTheMeasuredKernels) {
 // Causal attention per SDPA backend, cuDNN (the calibration's Hopper default) and flash (PyTorch's
 // FlashAttention-2), forward and backward, from attention_sweep.csv (10 back-to-back calls per timing, so
 // the host's SDPA path overlaps the kernels). The grid (batch 1, heads 4-64 x sequence 512-16,384) is
-// what tools/calibration/fit_hopper_attention.py fit the constants on, using its kernels of 0.3 ms and
-// more (kFitMinMs); the training rows' shapes (7-18 heads at 4k; 2 x 32 heads over 8 kv heads at 8k) are
+// what the constants were fit on (compute::fit_attention, the search `orrery calibrate` runs; test
+// BuiltInHopperAttentionIsTheFitOnTheGrid below), using its kernels of 0.3 ms and more (kFitMinMs); the training rows' shapes (7-18 heads at 4k; 2 x 32 heads over 8 kv heads at 8k) are
 // held out. Targets: held out, median |error| <= 10% per backend and pass, met except FlashAttention-2's
 // backward (10.0% on 2026-11-26: its bound, 12%, only stops growth); the fit set's worst kernels are
 // reported under bounds that only stop growth. Grid kernels under 0.3 ms are printed, not scored: their floor (23 us forward,
@@ -237,6 +236,38 @@ TEST_F(H100Kernels, AttentionTimesMatchTheMeasuredKernels) {
       EXPECT_LE(held.worst(), 20.0) << tag;
       EXPECT_LE(fit.median(), kMedianTarget) << tag;
       EXPECT_LE(fit.worst(), 40.0) << tag;
+    }
+  }
+}
+
+// Where the built-in Hopper attention constants come from: compute::fit_attention (the grid search of
+// `orrery calibrate`) on the grid kernels of attention_sweep.csv of kFitMinMs and more, the training
+// shapes left out. The built-in rates must be what that fit gives, for both libraries and passes, so a
+// constant edited without refitting, or a fit that no longer finds them, fails here.
+TEST_F(H100Kernels, BuiltInHopperAttentionIsTheFitOnTheGrid) {
+  const auto sweep = read_csv(data_dir() / "attention_sweep.csv");
+  for (const auto& [label, kernel] : {std::pair<std::string, compute::AttentionKernel>{"cudnn", compute::AttentionKernel::kCudnn},
+                                      {"flash", compute::AttentionKernel::kFlashAttention2}}) {
+    std::vector<compute::MeasuredAttention> grid;
+    for (const auto& r : sweep) {
+      const int64_t batch = std::stoll(r.at("batch")), h = std::stoll(r.at("heads"));
+      const bool in_grid = batch == 1 && (h == 4 || h == 8 || h == 16 || h == 32 || h == 64);
+      if (r.at("backend") != label || !in_grid || std::stod(r.at("ms")) < kFitMinMs) continue;
+      grid.push_back({batch, h, std::stoll(r.at("kv_heads")), std::stoll(r.at("seq")),
+                      r.at("pass") == "forward" ? compute::Pass::kForward : compute::Pass::kBackward, std::stod(r.at("ms"))});
+    }
+    const compute::Calibration builtin = compute::with_attention_kernel(compute::default_calibration(gpu()), gpu(), kernel, Where{});
+    compute::FitQuality q;
+    compute::Calibration fit = compute::fit_attention(gpu(), builtin, grid, compute::Pass::kForward, hw::DType::kBf16, q);
+    fit = compute::fit_attention(gpu(), fit, grid, compute::Pass::kBackward, hw::DType::kBf16, q);
+    for (const auto& [pass, got, want] : {std::tuple<const char*, compute::AttentionRate, compute::AttentionRate>{
+                                              "forward", fit.attention, builtin.attention},
+                                          {"backward", fit.attention_backward, builtin.attention_backward}}) {
+      std::cout << fmt::format("FIT | {} {}: e {:.2f} half {:g} c {:g} (built-in {:.2f} {:g} {:g})\n", label, pass, got.efficiency,
+                               got.half_length, got.ctas_per_sm_half, want.efficiency, want.half_length, want.ctas_per_sm_half);
+      EXPECT_DOUBLE_EQ(got.efficiency, want.efficiency) << label << " " << pass;
+      EXPECT_DOUBLE_EQ(got.half_length, want.half_length) << label << " " << pass;
+      EXPECT_DOUBLE_EQ(got.ctas_per_sm_half, want.ctas_per_sm_half) << label << " " << pass;
     }
   }
 }
