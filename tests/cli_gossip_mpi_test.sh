@@ -5,8 +5,11 @@
 # "unavailable" error is checked.
 source "$(dirname "$0")/cli_lib.sh"
 # OpenMPI's allocations that live until exit, for LeakSanitizer in sanitizer builds (full unwinding, so
-# that the stacks reach OpenMPI's frames through its libraries built without frame pointers).
-export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "$0")" && pwd)/mpi_lsan.supp:fast_unwind_on_malloc=0"
+# that the stacks reach OpenMPI's frames through its libraries built without frame pointers). Dynamic-TLS
+# tracking off: with OpenMPI's dlopen'ed components, GCC 12's LeakSanitizer recorded a bogus dynamic TLS
+# range (0x7787-0x400008889) and its stop-the-world tracer died on it at exit ("Tracer caught signal 11",
+# abort) on the 6.18 kernel of 2026-11-26; the leak check itself still runs (mpi_lsan.supp is still read).
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "$0")" && pwd)/mpi_lsan.supp:fast_unwind_on_malloc=0:intercept_tls_get_addr=0"
 
 small=(--problem logistic-nonconvex --samples 4000 --dim 6 --iters 40 --batch 20 --eval-every 1)
 
@@ -39,7 +42,8 @@ same() {
   "$bin" -q gossip run "$@" --csv "$tmp/$name.in.csv" >/dev/null 2>"$tmp/$name.in.err"; rc1=$?
   "${mpi[@]}" "$bin" -q gossip run --runtime mpi "$@" --csv "$tmp/$name.mpi.csv" >"$tmp/$name.mpi.out" 2>"$tmp/$name.mpi.err"; rc2=$?
   if [ "$rc1" -ne 0 ] || [ "$rc2" -ne 0 ]; then
-    echo "FAIL $name: exit $rc1 in-process, $rc2 under mpirun: $(tail -3 "$tmp/$name.mpi.err")"; fail=$((fail+1)); return
+    echo "FAIL $name: exit $rc1 in-process, $rc2 under mpirun: $(grep -m5 -E 'Sanitizer|runtime error|caught signal' "$tmp/$name.mpi.err") $(tail -3 "$tmp/$name.mpi.err")"
+    fail=$((fail+1)); return
   fi
   if cmp -s "$tmp/$name.in.csv" "$tmp/$name.mpi.csv" && [ "$(wc -l < "$tmp/$name.in.csv")" -gt 2 ]; then
     pass=$((pass+1))
@@ -66,9 +70,9 @@ same mpi-churn --algo push-pull --topology exponential:8 "${small[@]}" --compute
 # --json too: the document (which does not record --runtime) is byte-identical for 1 and 4 ranks.
 "$bin" -q --json gossip run --algo push-pull --topology exponential:8 "${small[@]}" >"$tmp/j.in.json" 2>/dev/null
 "${mpi[@]}" "$bin" -q --json gossip run --runtime mpi --algo push-pull --topology exponential:8 "${small[@]}" \
-  >"$tmp/j.mpi.json" 2>/dev/null
-if cmp -s "$tmp/j.in.json" "$tmp/j.mpi.json" && grep -q '"final"' "$tmp/j.in.json"; then pass=$((pass+1)); else
-  echo "FAIL mpi-json: the 4-rank --json document differs from the in-process one"; fail=$((fail+1)); fi
+  >"$tmp/j.mpi.json" 2>/dev/null; rc=$?
+if [ "$rc" -eq 0 ] && cmp -s "$tmp/j.in.json" "$tmp/j.mpi.json" && grep -q '"final"' "$tmp/j.in.json"; then pass=$((pass+1)); else
+  echo "FAIL mpi-json: exit $rc, or the 4-rank --json document differs from the in-process one"; fail=$((fail+1)); fi
 
 # Only rank 0 prints: one table.
 if [ "$(grep -c "^iter " "$tmp/mpi-dsgd.mpi.out")" -eq 1 ]; then pass=$((pass+1)); else echo "FAIL mpi-one-table"; fail=$((fail+1)); fi
