@@ -56,6 +56,11 @@ printf 'backend,batch,heads,kv_heads,seq,ctas,pass,ms,tflops\ngemm,1,8,0,4096by4
 expect bad-gemm-shape 2 "badnk.csv:2.*seq.*expected N x K" -- calibrate --gpu h100-sxm --sweep "$tmp/badnk.csv"
 printf 'backend,batch,heads,kv_heads,seq,ctas,pass,ms,tflops\ngemm,1,8,0,4096xabc,0,forward,0.02,1\n' > "$tmp/badk.csv"
 expect bad-gemm-k 2 "badk.csv:2.*expected N x K" -- calibrate --gpu h100-sxm --sweep "$tmp/badk.csv"
+# Counts must be whole numbers from 1 (a negative head count once reached a vector's size), times finite.
+printf 'backend,batch,heads,kv_heads,seq,ctas,pass,ms,tflops\ncudnn,1,-1,16,2048,256,backward,0.5,214.9\n' > "$tmp/neg.csv"
+expect bad-heads 2 "neg.csv:2: heads: expected a whole number from 1 to 2\^40, found '-1'" -- calibrate --gpu h100-sxm --sweep "$tmp/neg.csv"
+printf 'config,op,pass,m,n,k,ms,bytes\nE1,qkv,forward,4096,6144,2048,inf,1\n' > "$tmp/inf.csv"
+expect bad-time-inf 2 "inf.csv:2: ms: expected a finite positive number, found 'inf'" -- calibrate --gpu h100-sxm --kernels "$tmp/inf.csv"
 expect bad-kernel 2 "--attention-kernel.*did you mean 'fa2'" -- calibrate --gpu h100-sxm --sweep "$sweep" --attention-kernel fa3
 expect nothing-qualifies 2 "no kernel in the files qualifies" -- calibrate --gpu h100-sxm --kernels "$hot" --min-single-call-ms 1000
 "$bin" calibrate --gpu h100-sxm --kernels "$tmp/nan.csv" --out "$tmp/bad.yaml" >/dev/null 2>&1

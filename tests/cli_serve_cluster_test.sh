@@ -48,10 +48,13 @@ assert [e["args"]["name"] for e in d["traceEvents"] if e["ph"]=="M"]==["replica 
 expect unknown-router 2 "did you mean 'least-outstanding'" -- serve --replicas 2 --router least-outstandin --requests 10
 one_line_error unknown-router-one-line serve --replicas 2 --router least-outstandin --requests 10
 expect unknown-decode-router 2 "--decode-router.*did you mean 'least-kv'" -- serve --disagg 1:1 --decode-router least-kb --requests 10
-expect zero-replicas 2 "--replicas: must be >= 1" -- serve --replicas 0 --requests 10
+expect zero-replicas 2 "--replicas: must be 1 to 1048576, got 0" -- serve --replicas 0 --requests 10
 expect bad-disagg 2 "--disagg: expected P:D" -- serve --disagg 2 --requests 10
 expect bad-disagg-zero 2 "--disagg: expected P:D" -- serve --disagg 0:1 --requests 10
 expect bad-disagg-text 2 "--disagg: expected P:D" -- serve --disagg a:b --requests 10
+# Past 2^20 replicas: an error, not a run that allocates for 10^12 of them.
+expect replicas-range 2 "--replicas: must be 1 to 1048576, got 1000000000000" -- serve --replicas 1000000000000 --requests 10
+expect disagg-range 2 "--disagg: expected P:D with 1 to 1048576 replicas each" -- serve --disagg 1:2000000 --requests 10
 one_line_error bad-disagg-one-line serve --disagg 2 --requests 10
 expect disagg-and-replicas 2 "not both" -- serve --disagg 1:1 --replicas 2 --requests 10
 expect disagg-wait 2 "--scheduler" -- serve --disagg 1:1 --scheduler wait --requests 10

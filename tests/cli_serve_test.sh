@@ -67,6 +67,12 @@ expect long-fail 2 "request 1 \(prompt 4000 \+ output 500 tokens\) exceeds the m
 one_line_error long-fail-one-line serve --trace "$tmp/long.csv" --fail-on-reject
 printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,1000,100\n' > "$tmp/big.csv"
 expect kv-rejected 0 "rejected \(context / KV\) +0 / 1" -- serve --trace "$tmp/big.csv" --kv-tokens 1024
+# Out of range rather than an int64 overflow in the block arithmetic (serve/replica.cc: KV tokens up to
+# 2^40, blocks up to 2^20 tokens); an unwritable --requests-csv (a 300-byte name) is bad input, exit 2.
+expect kv-tokens-range 2 "kv-tokens: must be 0 \(from the memory plan\) to 1099511627776, got 9223372036854775807" -- serve --requests 10 --kv-tokens 99999999999999999999
+expect block-size-range 2 "block-size: must be 1 to 1048576 tokens, got 2000000" -- serve --requests 10 --block-size 2000000
+long=$(printf 'x%.0s' $(seq 300))
+expect requests-csv-unwritable 2 "cannot write the output file: File name too long" -- serve --requests 10 --requests-csv "$tmp/$long"
 
 # --calibration FILE: a calibration with half the A100's streaming fractions (GEMM weight streaming
 # 0.39 instead of 0.78, elementwise and attention 0.45 instead of 0.90). A light-load decode step of

@@ -54,6 +54,18 @@ expect tp-heads 2 "tp=5 does not divide heads=24" -- "${gpt[@]}" --tp 5
 one_line_error tp-heads-one-line "${gpt[@]}" --tp 5
 expect gpus-product 2 "does not equal gpus=32" -- "${gpt[@]}" --dp 4 --pp 2
 expect pp-layers 2 "pp=5 does not divide layers=24" -- "${gpt[@]}" --pp 5
+# Out of range, not an overflow (train/plan.h limits; train_common.h check_training_scale): seq above 2^24;
+# 10^8 sequences of 2,048 tokens of this 1.65 B-parameter GPT on 32 A100s need 6 x 1.65e9 + 12 x 24 x 2048
+# x 2304 = 1.1e10 FLOP per token x 2.05e11 tokens / 32 GPUs / 312 TFLOP/s (fp16) = 2.3e5 s at peak, past
+# the 1e5 s bound; a NaN load factor; mbs past 2^30.
+expect seq-range 2 "--seq: expected a positive sequence length up to 16777216, found 99999999999" -- "${gpt[@]}" --seq 99999999999
+expect step-range 2 "--gbs: a step of 100000000 x 2048 tokens on 32 GPUs needs at least .* beyond the simulator's range" -- "${gpt[@]}" --gbs 100000000
+expect load-imbalance-nan 2 "load imbalance nan must be a finite number >= 1" -- "${gpt[@]}" --load-imbalance nan
+expect mbs-range 2 "mbs=9999999999999 exceeds the largest supported value, 1073741824" -- "${gpt[@]}" --mbs 9999999999999
+# An output path that cannot be written (a 300-byte file name, over NAME_MAX) is bad input too: exit 2, one line naming it.
+long=$(printf 'x%.0s' $(seq 300))
+expect trace-out-unwritable 2 "$long: cannot write the output file: File name too long" -- "${gpt[@]}" --trace-out "$tmp/$long"
+one_line_error trace-out-unwritable-one-line "${gpt[@]}" --trace-out "$tmp/$long"
 # Uneven stages: 24 layers on pp=5 as 4 + 3 x 5 + 5 (the middle three stages share 24 - 4 - 5 = 15).
 expect uneven-stages 0 "layers 4 first, 5 last" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 5
 expect uneven-bad-split 2 "= 16 does not split evenly over the 3 other stage" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 4

@@ -11,6 +11,7 @@
 // A constant whose kernels are absent is not written (the run keeps the built-in value).
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -86,6 +87,22 @@ class Csv {
     }
     throw InputError(Where{path_, rows_[row].line, column}, "expected a number, found '" + s + "'");
   }
+  // A finite number > 0 (a time, a byte count, a GEMM's row count).
+  double positive(size_t row, const std::string& column) const {
+    const double v = number(row, column);
+    if (!(v > 0.0 && std::isfinite(v))) {
+      throw InputError(where(row, column), "expected a finite positive number, found '" + cell(row, column) + "'");
+    }
+    return v;
+  }
+  // A whole number from 1 to 2^40 (a dimension, a head count, a sequence length).
+  int64_t count(size_t row, const std::string& column) const {
+    const double v = number(row, column);
+    if (!(v >= 1.0 && v <= 1099511627776.0 && v == std::floor(v))) {
+      throw InputError(where(row, column), "expected a whole number from 1 to 2^40, found '" + cell(row, column) + "'");
+    }
+    return static_cast<int64_t>(v);
+  }
   Where where(size_t row, const std::string& column) const { return Where{path_, rows_[row].line, column}; }
 
  private:
@@ -148,15 +165,13 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
     for (size_t i = 0; i < k.size(); ++i) {
       const std::string& op = k.cell(i, "op");
       const std::string& pass = k.cell(i, "pass");
-      const double ms = k.number(i, "ms");
-      if (!(ms > 0.0)) throw InputError(k.where(i, "ms"), "expected a positive time");
+      const double ms = k.positive(i, "ms");
       if (ms < a.min_single_call_ms) continue;
       const bool gemm = op == "qkv" || op == "proj" || op == "fc1" || op == "fc2" || op == "lm-head";
-      if (gemm && (pass == "forward" || pass == "input-grad" || pass == "weight-grad") && k.number(i, "m") >= 256.0) {
-        compute_gemms.push_back({k.number(i, "m"), static_cast<int64_t>(k.number(i, "n")),
-                                 static_cast<int64_t>(k.number(i, "k")), ms});
+      if (gemm && (pass == "forward" || pass == "input-grad" || pass == "weight-grad") && k.positive(i, "m") >= 256.0) {
+        compute_gemms.push_back({k.positive(i, "m"), k.count(i, "n"), k.count(i, "k"), ms});
       } else if (op == "d2d-copy" || op == "residual-add") {
-        streams.push_back({k.number(i, "bytes"), ms});
+        streams.push_back({k.positive(i, "bytes"), ms});
       }
     }
   }
@@ -164,14 +179,13 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
     const Csv s(a.sweep, {"backend", "batch", "heads", "kv_heads", "seq", "pass", "ms"});
     for (size_t i = 0; i < s.size(); ++i) {
       const std::string& b = s.cell(i, "backend");
-      const double ms = s.number(i, "ms");
-      if (!(ms > 0.0)) throw InputError(s.where(i, "ms"), "expected a positive time");
+      const double ms = s.positive(i, "ms");
       if (b == "gemm") {
         // heads = tokens, seq = n x k (attention_sweep.py's GEMM rows).
         const std::string& nk = s.cell(i, "seq");
         const size_t x = nk.find('x');
         if (x == std::string::npos) throw InputError(s.where(i, "seq"), "expected N x K such as 4096x11008, found '" + nk + "'");
-        const double m = s.number(i, "heads");
+        const double m = static_cast<double>(s.count(i, "heads"));
         const auto dim = [&](std::string_view text) {
           int64_t v = 0;
           const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
@@ -188,8 +202,7 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
         if (p != "forward" && p != "backward") {
           throw InputError(s.where(i, "pass"), "expected forward or backward, found '" + p + "'");
         }
-        attention.push_back({static_cast<int64_t>(s.number(i, "batch")), static_cast<int64_t>(s.number(i, "heads")),
-                             static_cast<int64_t>(s.number(i, "kv_heads")), static_cast<int64_t>(s.number(i, "seq")),
+        attention.push_back({s.count(i, "batch"), s.count(i, "heads"), s.count(i, "kv_heads"), s.count(i, "seq"),
                              p == "forward" ? compute::Pass::kForward : compute::Pass::kBackward, ms});
       }
     }

@@ -5,6 +5,7 @@
 //
 // Other planners (e.g. `plan serve`) add their subcommand from their own file through plan_group().
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -282,17 +283,8 @@ std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
 void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   if (a.model.empty()) throw InputError(kCl.with_key("--model"), "missing; e.g. --model llama3-70b (a catalog name or a config.json)");
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
-  // Upper limits keep the enumeration's divisor loops short (O(sqrt gpus)) and byte counts in int64.
-  constexpr int64_t kMaxGpus = int64_t{1} << 24, kMaxSeq = int64_t{1} << 24;
-  if (a.gpus <= 0 || a.gpus > kMaxGpus) {
-    throw InputError(kCl.with_key("--gpus"), fmt::format("expected a positive GPU count up to {}, found {}", kMaxGpus, a.gpus));
-  }
   model::ModelSpec model = ctx.catalog().model(a.model, kCl.with_key("--model"));
   const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
-  if (seq <= 0 || seq > kMaxSeq) {
-    throw InputError(kCl.with_key("--seq"), fmt::format("expected a positive sequence length up to {}, found {}", kMaxSeq, seq));
-  }
-  if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), fmt::format("expected a positive global batch (sequences), found {}", a.gbs));
   if (a.top < 1) throw InputError(kCl.with_key("--top"), fmt::format("expected at least 1, found {}", a.top));
   if (a.threads < 0) throw InputError(kCl.with_key("--threads"), fmt::format("expected 0 (all cores) or more, found {}", a.threads));
   if (a.grad_bytes != 2 && a.grad_bytes != 4) {
@@ -316,15 +308,18 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     throw InputError(kCl.with_key("--precision"),
                      fmt::format("GPU '{}' has no dense {} peak", gpu.name, hw::dtype_name(o.base.precision)));
   }
+  // Upper limits keep the enumeration's divisor loops short (O(sqrt gpus)), byte counts in int64 and times
+  // in core::Time's range.
+  check_training_scale(model, seq, a.gbs, a.gpus, gpu, o.base.precision);
   o.base.grad_bytes = a.grad_bytes;
   o.base.eager = parse_fusion(a.kernels.fusion);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
-  if (a.capacity_factor < 0.0) {
-    throw InputError(kCl.with_key("--capacity-factor"), fmt::format("expected >= 0, found {}", a.capacity_factor));
+  if (!(a.capacity_factor >= 0.0 && std::isfinite(a.capacity_factor))) {
+    throw InputError(kCl.with_key("--capacity-factor"), fmt::format("expected a finite number >= 0, found {}", a.capacity_factor));
   }
-  if (a.load_imbalance < 1.0) {
-    throw InputError(kCl.with_key("--load-imbalance"), fmt::format("expected >= 1, found {}", a.load_imbalance));
+  if (!(a.load_imbalance >= 1.0 && std::isfinite(a.load_imbalance))) {
+    throw InputError(kCl.with_key("--load-imbalance"), fmt::format("expected a finite number >= 1, found {}", a.load_imbalance));
   }
   if (a.budget_given) {
     if (!(a.budget_gib > 0.0) || Bytes::from_double(a.budget_gib * 1073741824.0) > gpu.memory) {

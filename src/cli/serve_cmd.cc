@@ -652,13 +652,13 @@ std::pair<int64_t, int64_t> parse_disagg(const std::string& text) {
   auto number = [&](std::string_view part) {
     int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (ec != std::errc() || ptr != part.data() + part.size() || v < 1) {
-      throw InputError(w, "expected P:D with P, D >= 1 replicas (e.g. 1:1 or 2:3), got '" + text + "'");
+    if (ec != std::errc() || ptr != part.data() + part.size() || v < 1 || v > (int64_t{1} << 20)) {
+      throw InputError(w, "expected P:D with 1 to 1048576 replicas each (e.g. 1:1 or 2:3), got '" + text + "'");
     }
     return v;
   };
   if (colon == std::string::npos) {
-    throw InputError(w, "expected P:D with P, D >= 1 replicas (e.g. 1:1 or 2:3), got '" + text + "'");
+    throw InputError(w, "expected P:D with 1 to 1048576 replicas each (e.g. 1:1 or 2:3), got '" + text + "'");
   }
   return {number(std::string_view(text).substr(0, colon)), number(std::string_view(text).substr(colon + 1))};
 }
@@ -716,7 +716,10 @@ Json replicas_json(const sv::ClusterResult& cr) {
 }
 
 void run_cluster(Context& ctx, const ServeArgs& a) {
-  if (a.replicas < 1) throw InputError(kCl.with_key("--replicas"), fmt::format("must be >= 1, got {}", a.replicas));
+  constexpr int64_t kMaxReplicas = int64_t{1} << 20;
+  if (a.replicas < 1 || a.replicas > kMaxReplicas) {
+    throw InputError(kCl.with_key("--replicas"), fmt::format("must be 1 to {}, got {}", kMaxReplicas, a.replicas));
+  }
   const bool disagg = !a.disagg.empty();
   if (disagg && a.replicas != 1) {
     throw InputError(kCl.with_key("--replicas"), "give either --replicas N (colocated) or --disagg P:D, not both");

@@ -299,6 +299,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
   const tr::Plan plan = make_plan(a, seq);
+  check_training_scale(model, seq, a.gbs, a.gpus, gpu, plan.precision);
   tr::require_valid_plan(model, plan, a.gpus, gpu, kCl);
   tr::EvaluateOptions opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);

@@ -12,6 +12,8 @@
 #include "core/strings.h"
 #include "core/unit_parse.h"
 #include "io/calibration_file.h"
+#include "model/op_inventory.h"
+#include "train/plan.h"
 #include "net/topology_builders.h"
 
 namespace orrery::cli {
@@ -103,6 +105,33 @@ int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool s
                                  tokens, v.frames, v.height, v.width, tokens));
   }
   return tokens;
+}
+
+void check_training_scale(const model::ModelSpec& model, int64_t seq, int64_t gbs, int64_t gpus,
+                          const hw::GpuSpec& gpu, hw::DType precision) {
+  constexpr int64_t kMaxGpus = train::kMaxDegree, kMaxSeq = train::kMaxSeq, kMaxGbs = train::kMaxBatch;
+  constexpr double kMaxStepAtPeak = 1e5;  // seconds
+  if (gpus <= 0 || gpus > kMaxGpus) {
+    throw InputError(kCl.with_key("--gpus"), fmt::format("expected a positive GPU count up to {}, found {}", kMaxGpus, gpus));
+  }
+  if (seq <= 0 || seq > kMaxSeq) {
+    throw InputError(kCl.with_key("--seq"), fmt::format("expected a positive sequence length up to {}, found {}", kMaxSeq, seq));
+  }
+  if (gbs <= 0 || gbs > kMaxGbs) {
+    throw InputError(kCl.with_key("--gbs"),
+                     fmt::format("expected a positive global batch (sequences) up to {}, found {}", kMaxGbs, gbs));
+  }
+  const std::optional<FlopRate> peak = gpu.peak(precision);
+  if (!peak) return;  // the plan's validation names the missing peak
+  const double per_gpu = model::training_flops_per_token(model, seq, model::AttentionFlops::kFull).count() *
+                         static_cast<double>(gbs) * static_cast<double>(seq) / static_cast<double>(gpus);
+  const double seconds = per_gpu / peak->per_second();
+  if (!(seconds <= kMaxStepAtPeak)) {
+    throw InputError(kCl.with_key("--gbs"),
+                     fmt::format("a step of {} x {} tokens on {} GPUs needs at least {:.3g} s at the {}'s peak, beyond "
+                                 "the simulator's range ({:.0e} s per step); lower --gbs or --seq, or add GPUs",
+                                 gbs, seq, gpus, seconds, gpu.name, kMaxStepAtPeak));
+  }
 }
 
 void add_video_options(CLI::App* c, VideoArgs& v) {

@@ -32,6 +32,14 @@ void add_video_options(CLI::App* c, VideoArgs& v);
 // for video flags on a model that is not a DiT, and for a --seq (seq_given) that contradicts the video.
 int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool seq_given);
 
+// The scale of a training step, checked before anything is simulated (train and plan train): --gpus and
+// --seq at most 2^24, --gbs at most 2^30, and the step's model FLOPs per GPU (gbs x seq tokens at
+// model::training_flops_per_token) at most 1e5 s at the GPU's dense peak in `precision`. The last bound
+// keeps every simulated time far inside core::Time's range (9.2e6 s: a step runs at well above 1% of
+// peak); no real step is within three orders of magnitude of it. InputError naming the flag otherwise.
+void check_training_scale(const model::ModelSpec& model, int64_t seq, int64_t gbs, int64_t gpus,
+                          const hw::GpuSpec& gpu, hw::DType precision);
+
 // The GPU as run: a copy of `gpu` with --power-limit applied ("500 W"; empty: the catalog's limit).
 // InputError naming the flag for a malformed power, a non-positive one, or one above the GPU's TDP.
 hw::GpuSpec with_power_limit(const hw::GpuSpec& gpu, const std::string& power_limit);

@@ -51,6 +51,9 @@ void check_spec(const RunSpec& s, const Where& where) {
   if (s.seeds < 1 || s.seeds > 100'000) throw InputError(where.with_key("seeds"), fmt::format("expected 1..100000, got {}", s.seeds));
   if (!(s.params.lr > 0) || !std::isfinite(s.params.lr)) throw InputError(where.with_key("lr"), "expected a finite step size > 0");
   if (s.eval_every < 0) throw InputError(where.with_key("eval-every"), "expected >= 0");
+  if (s.batch < 0 || s.batch > 10'000'000) {
+    throw InputError(where.with_key("batch"), fmt::format("expected 0 (exact local gradients) to 1e7 samples, got {}", s.batch));
+  }
   if (s.params.rounds < 1 || s.params.rounds > 10'000) throw InputError(where.with_key("rounds"), "expected 1..10000");
   if (s.params.local_steps < 1 || s.params.local_steps > 1'000'000) throw InputError(where.with_key("local-steps"), "expected >= 1");
   if (!(s.params.client_fraction > 0) || s.params.client_fraction > 1) {

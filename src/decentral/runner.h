@@ -75,7 +75,7 @@ struct RunSpec {
   std::string algorithm = "push-pull";
   AlgoParams params;
   int64_t iters = 1000;
-  int64_t batch = 200;       // per node and step; <= 0: exact local gradients
+  int64_t batch = 200;       // per node and step, 0..1e7; 0: exact local gradients
   int64_t seeds = 1;
   uint64_t seed = 1;         // first seed
   int64_t eval_every = 0;    // 0: iters / 100 (at least 1)

@@ -20,24 +20,24 @@ void write_file_atomic(const std::string& path, std::string_view content) {
   if (target.has_parent_path()) {
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
-    if (ec) throw std::runtime_error("cannot create directory '" + target.parent_path().string() + "': " + ec.message());
+    if (ec) throw InputError(Where{path, 0, ""}, "cannot create its directory '" + target.parent_path().string() + "': " + ec.message());
   }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write '" + tmp + "': " + std::strerror(errno));
+    if (!out) throw InputError(Where{path, 0, ""}, std::string("cannot write the output file: ") + std::strerror(errno));
     out.write(content.data(), static_cast<std::streamsize>(content.size()));
     out.flush();
     if (!out) {
       std::remove(tmp.c_str());
-      throw std::runtime_error("error while writing '" + tmp + "'");
+      throw InputError(Where{path, 0, ""}, "error while writing the output file (disk full?)");
     }
   }
   std::error_code ec;
   fs::rename(tmp, target, ec);
   if (ec) {
     std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename '" + tmp + "' to '" + path + "': " + ec.message());
+    throw InputError(Where{path, 0, ""}, "cannot move the finished output into place from '" + tmp + "': " + ec.message());
   }
 }
 

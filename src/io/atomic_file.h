@@ -7,8 +7,9 @@
 
 namespace orrery::io {
 
-// Writes `content` to `path` atomically, creating parent directories. Throws std::runtime_error
-// (an internal or environment error, exit code 1) when the file cannot be written.
+// Writes `content` to `path` atomically, creating parent directories. Throws InputError naming `path`
+// (the CLI's one-line error, exit code 2) when the file cannot be written: the path a user gave is
+// bad input (a missing permission, a name too long, a full disk), and nothing is left behind.
 void write_file_atomic(const std::string& path, std::string_view content);
 
 // Reads a whole file. Throws InputError naming the path when it cannot be opened.

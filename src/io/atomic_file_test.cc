@@ -28,6 +28,25 @@ TEST(AtomicFile, UnwritableTargetThrowsAndLeavesNothing) {
   EXPECT_THROW(write_file_atomic("/proc/orrery-cannot-write/x.json", "x"), std::runtime_error);
 }
 
+// A path the user gave that cannot be written is bad input (exit 2 in the CLI), and the error names it:
+// here a file name of 300 bytes, over Linux's 255-byte NAME_MAX, in a writable directory.
+TEST(AtomicFile, AnUnwritablePathIsAnInputErrorNamingItAndLeavesNothing) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "orrery_atomic_long_name";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / std::string(300, 'x')).string();
+  try {
+    write_file_atomic(path, "x");
+    FAIL() << "expected an InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().file, path);
+    EXPECT_NE(std::string(e.what()).find("cannot write"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
 TEST(ReadFile, MissingFileIsAnInputErrorNamingThePath) {
   try {
     read_file("/nonexistent/config.json");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "core/assert.h"
 #include "core/error.h"
 
@@ -30,15 +32,26 @@ void ReplicaSpec::validate(const Where& where) const {
     throw InputError(where.with_key("pp"), "more pipeline stages (" + std::to_string(pp) + ") than layers (" +
                                                std::to_string(model->layers) + ")");
   }
-  if (block_size < 1) throw InputError(where.with_key("block-size"), "must be >= 1 token");
+  // Upper limits keep block and token arithmetic (ceil_div, blocks x block bytes) inside int64.
+  constexpr int64_t kMaxBlockSize = int64_t{1} << 20, kMaxTokens = int64_t{1} << 40;
+  if (block_size < 1 || block_size > kMaxBlockSize) {
+    throw InputError(where.with_key("block-size"), fmt::format("must be 1 to {} tokens, got {}", kMaxBlockSize, block_size));
+  }
   if (!(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0)) {
     throw InputError(where.with_key("gpu-memory-utilization"), "must be in (0, 1]");
   }
   if (!(watermark >= 0.0 && watermark < 1.0)) throw InputError(where.with_key("watermark"), "must be in [0, 1)");
   if (swap_space < Bytes(0)) throw InputError(where.with_key("swap-space"), "must be >= 0");
-  if (kv_tokens_override < 0) throw InputError(where.with_key("kv-tokens"), "must be >= 0");
-  if (prefix_unit_tokens < 1) throw InputError(where.with_key("prefix-unit-tokens"), "must be >= 1");
-  if (max_context < 0) throw InputError(where.with_key("max-context"), "must be >= 0");
+  if (kv_tokens_override < 0 || kv_tokens_override > kMaxTokens) {
+    throw InputError(where.with_key("kv-tokens"), fmt::format("must be 0 (from the memory plan) to {}, got {}", kMaxTokens,
+                                                              kv_tokens_override));
+  }
+  if (prefix_unit_tokens < 1 || prefix_unit_tokens > kMaxTokens) {
+    throw InputError(where.with_key("prefix-unit-tokens"), fmt::format("must be 1 to {}, got {}", kMaxTokens, prefix_unit_tokens));
+  }
+  if (max_context < 0 || max_context > kMaxTokens) {
+    throw InputError(where.with_key("max-context"), fmt::format("must be 0 (the model's) to {}, got {}", kMaxTokens, max_context));
+  }
 }
 
 int64_t ReplicaSpec::context_limit() const { return max_context > 0 ? max_context : model->max_positions; }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -188,7 +190,20 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
                                 {"ep", p.ep}, {"vp", p.vp}, {"mbs", p.mbs}, {"gbs", p.gbs}, {"seq", p.seq}}) {
     if (v < 1) add(name, fmt::format("{}={} must be at least 1", name, v));
   }
+  // Upper limits first, so that the products below (dp*mbs, dp*tp*pp*cp, ...) stay inside int64.
+  for (const auto& [name, v, most] :
+       {std::tuple<const char*, int64_t, int64_t>{"dp", p.dp, kMaxDegree}, {"tp", p.tp, kMaxDegree}, {"pp", p.pp, kMaxDegree},
+        {"cp", p.cp, kMaxDegree}, {"ep", p.ep, kMaxDegree}, {"vp", p.vp, kMaxDegree}, {"mbs", p.mbs, kMaxBatch},
+        {"gbs", p.gbs, kMaxBatch}, {"seq", p.seq, kMaxSeq}}) {
+    if (v > most) add(name, fmt::format("{}={} exceeds the largest supported value, {}", name, v, most));
+  }
   if (!e.empty()) return e;
+  if (static_cast<double>(p.dp) * static_cast<double>(p.tp) * static_cast<double>(p.pp) * static_cast<double>(p.cp) >
+      static_cast<double>(kMaxDegree)) {
+    add("gpus", fmt::format("dp*tp*pp*cp = {}*{}*{}*{} exceeds the largest supported GPU count, {}", p.dp, p.tp, p.pp,
+                            p.cp, kMaxDegree));
+    return e;
+  }
   if (m.heads % p.tp != 0) add("tp_heads", fmt::format("tp={} does not divide heads={}", p.tp, m.heads));
   if (m.kv_heads % p.tp != 0 && p.tp % m.kv_heads != 0) {
     add("tp_kv_heads", fmt::format("tp={} and kv_heads={}: neither divides the other", p.tp, m.kv_heads));
@@ -257,8 +272,12 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
           fmt::format("recompute_layers={} exceeds the layers per pipeline rank ({})", p.recompute_layers, most));
     }
   }
-  if (p.load_imbalance < 1.0) add("load_imbalance", fmt::format("load imbalance {} must be >= 1", p.load_imbalance));
-  if (p.capacity_factor < 0.0) add("capacity_factor", fmt::format("capacity factor {} must be >= 0", p.capacity_factor));
+  if (!(p.load_imbalance >= 1.0 && std::isfinite(p.load_imbalance))) {
+    add("load_imbalance", fmt::format("load imbalance {} must be a finite number >= 1", p.load_imbalance));
+  }
+  if (!(p.capacity_factor >= 0.0 && std::isfinite(p.capacity_factor))) {
+    add("capacity_factor", fmt::format("capacity factor {} must be a finite number >= 0", p.capacity_factor));
+  }
   if (!(p.grad_density > 0.0 && p.grad_density <= 1.0)) {
     add("grad_density", fmt::format("gradient density {} must be in (0, 1]", p.grad_density));
   }

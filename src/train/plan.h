@@ -147,6 +147,12 @@ struct ConstraintError {
   std::string message;
 };
 
+// Largest supported values (validate_plan reports a larger one as broken before multiplying anything):
+// every parallel degree and the GPU product at most 2^24, mbs and gbs at most 2^30, seq at most 2^24.
+inline constexpr int64_t kMaxDegree = int64_t{1} << 24;
+inline constexpr int64_t kMaxBatch = int64_t{1} << 30;
+inline constexpr int64_t kMaxSeq = int64_t{1} << 24;
+
 // All broken constraints of `plan` for `model` on `gpus` GPUs of type `gpu` (empty: valid).
 // O(1) apart from the returned strings; allocation only when a constraint is broken.
 std::vector<ConstraintError> validate_plan(const model::ModelSpec& model, const Plan& plan, int64_t gpus,

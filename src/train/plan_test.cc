@@ -1,5 +1,8 @@
 #include "train/plan.h"
 
+#include <cmath>
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include "train/test_support.h"
@@ -113,6 +116,44 @@ TEST(Plan, EveryConstraintHasItsKey) {
     Plan p;
     p.tp = 0;
     EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "tp"));
+  }
+}
+
+// Values past the supported range are reported before anything is multiplied: dp*mbs with mbs = 2^62
+// and dp = 4 would overflow int64 (2^64), and a NaN load factor would pass a plain `< 1` test.
+TEST(Plan, OutOfRangeAndNonFiniteValuesAreConstraintsNotOverflows) {
+  const auto m = llama_8b();
+  const auto gpu = test_gpu();
+  {
+    Plan p;
+    p.dp = 4;
+    p.mbs = int64_t{1} << 62;
+    p.gbs = 4;
+    const auto e = validate_plan(m, p, 4, gpu);
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].key, "mbs");
+  }
+  {
+    Plan p;
+    p.seq = kMaxSeq + 1;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "seq"));
+    p.seq = kMaxSeq;  // the limit itself is valid
+    EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "seq"));
+  }
+  {
+    Plan p;  // each degree 2^12 is within range, their product 2^48 is not
+    p.dp = p.tp = p.pp = p.cp = int64_t{1} << 12;
+    const auto e = validate_plan(m, p, 1, gpu);
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_EQ(e[0].key, "gpus");
+  }
+  {
+    Plan p;
+    p.load_imbalance = std::nan("");
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "load_imbalance"));
+    p.load_imbalance = 1.0;
+    p.capacity_factor = std::numeric_limits<double>::infinity();
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "capacity_factor"));
   }
 }
 
