@@ -38,6 +38,8 @@ one_line_error gossip-missing-dataset-line gossip run --algo dsgd --topology rin
 expect gossip-bad-partition 2 "did you mean 'by-label'" -- gossip run --algo dsgd --topology ring:4 --problem softmax:digits --partition by-lable
 expect gossip-bad-compress 2 "--compress.*did you mean 'top-k'" -- gossip run --algo choco-sgd --topology ring:4 "${small[@]}" --compress topk:0.1
 expect gossip-bad-iters 2 "iters" -- gossip run --algo dsgd --topology ring:4 "${small[@]}" --iters -1
+# A regularizer so large that the iterates overflow is a diverged run (metrics inf/nan), not a broken invariant.
+expect gossip-diverged 0 "" -- gossip run --algo dsgd --topology ring:4 --problem logistic-nonconvex --samples 400 --dim 4 --iters 10 --batch 10 --rho 1e308
 # A minibatch past 1e7 samples per node is an error (decentral/runner.cc), not a failed allocation.
 expect gossip-bad-batch 2 "batch: expected 0 \(exact local gradients\) to 1e7 samples, got 100000000000" -- gossip run --algo dsgd --topology ring:4 --problem logistic-nonconvex --samples 4000 --dim 5 --iters 5 --batch 100000000000
 expect gossip-bad-lr 2 "lr" -- gossip run --algo dsgd --topology ring:4 "${small[@]}" --lr 0

@@ -68,8 +68,13 @@ one_line_error long-fail-one-line serve --trace "$tmp/long.csv" --fail-on-reject
 printf 'arrival_s,prompt_tokens,output_tokens\n0,100,10\n0.1,1000,100\n' > "$tmp/big.csv"
 expect kv-rejected 0 "rejected \(context / KV\) +0 / 1" -- serve --trace "$tmp/big.csv" --kv-tokens 1024
 # Out of range rather than an int64 overflow in the block arithmetic (serve/replica.cc: KV tokens up to
-# 2^40, blocks up to 2^20 tokens); an unwritable --requests-csv (a 300-byte name) is bad input, exit 2.
-expect kv-tokens-range 2 "kv-tokens: must be 0 \(from the memory plan\) to 1099511627776, got 9223372036854775807" -- serve --requests 10 --kv-tokens 99999999999999999999
+# 2^32, blocks up to 2^20 tokens); an unwritable --requests-csv (a 300-byte name) is bad input, exit 2.
+expect kv-tokens-range 2 "kv-tokens: must be 0 \(from the memory plan\) to 4294967296, got 9223372036854775807" -- serve --requests 10 --kv-tokens 99999999999999999999
+# A d0 of 1e308 ms once reached core::Time (an assertion in checked builds, garbage in release); a rate
+# of 1e-320 req/s an infinite gap; batch caps past 2^24 a workspace past int64.
+expect d0-range 2 "--d0-ms: must be from 0 to 1e5 ms, got inf" -- serve --requests 10 --exec-model linear --d0-ms inf
+expect rate-tiny 2 "would arrive after 9.2e6 s" -- serve --requests 10 --workload prompt=512,output=20 --rate 1e-320
+expect max-seqs-range 2 "max-seqs: must be 0 to 16777216, got 100000000000" -- serve --requests 10 --max-seqs 100000000000
 expect block-size-range 2 "block-size: must be 1 to 1048576 tokens, got 2000000" -- serve --requests 10 --block-size 2000000
 long=$(printf 'x%.0s' $(seq 300))
 expect requests-csv-unwritable 2 "cannot write the output file: File name too long" -- serve --requests 10 --requests-csv "$tmp/$long"

@@ -190,8 +190,8 @@ bool serving_run_file(const std::string& path) {
 
 // A fresh request stream (called twice when statistics are needed first).
 std::unique_ptr<sv::RequestSource> open_source(const ServeArgs& a, io::TraceReader** reader) {
-  if (a.rate && !(*a.rate > 0.0)) {
-    throw InputError(kCl.with_key("--rate"), fmt::format("must be > 0 requests/s, got {}", *a.rate));
+  if (a.rate && !(*a.rate > 0.0 && *a.rate <= 1e9)) {
+    throw InputError(kCl.with_key("--rate"), fmt::format("must be > 0 and at most 1e9 requests/s, got {}", *a.rate));
   }
   if (a.requests && *a.requests < 1) throw InputError(kCl.with_key("--requests"), "must be >= 1");
   if (!a.trace.empty() && !a.workload.empty()) {
@@ -279,7 +279,14 @@ Setup make_setup(Context& ctx, const ServeArgs& a) {
   s.exec_ctx.replica = &s.replica;
   s.exec_ctx.cpu_base = parse_time(a.cpu_overhead, kCl.with_key("--cpu-overhead"));
   s.exec_ctx.cpu_per_seq = parse_time(a.cpu_overhead_per_seq, kCl.with_key("--cpu-overhead-per-seq"));
-  if (!(a.d0_ms >= 0.0) || !(a.d1_ms >= 0.0)) throw InputError(kCl.with_key("--d0-ms"), "d0 and d1 must be >= 0");
+  // Bounds far above any GPU (the WAIT paper's A100 fit: d0 ~ 10 ms, d1 ~ 1e-4 ms per token) that keep an
+  // iteration inside core::Time's range (9.2e6 s) at the largest KV capacity, 2^32 tokens.
+  if (!(a.d0_ms >= 0.0 && a.d0_ms <= 1e5)) {
+    throw InputError(kCl.with_key("--d0-ms"), fmt::format("must be from 0 to 1e5 ms, got {}", a.d0_ms));
+  }
+  if (!(a.d1_ms >= 0.0 && a.d1_ms <= 1.0)) {
+    throw InputError(kCl.with_key("--d1-ms"), fmt::format("must be from 0 to 1 ms per KV token, got {}", a.d1_ms));
+  }
   s.exec_ctx.d0 = Time::seconds(a.d0_ms * 1e-3);
   s.exec_ctx.d1_s = a.d1_ms * 1e-3;
   if (!a.profile.empty()) {

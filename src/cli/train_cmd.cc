@@ -96,8 +96,9 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.vp = a.vp;
   p.first_stage_layers = a.first_stage_layers;
   p.last_stage_layers = a.last_stage_layers;
-  const int64_t inner = std::max<int64_t>(1, a.tp * a.pp * a.cp);
-  p.dp = a.dp > 0 ? a.dp : std::max<int64_t>(1, a.gpus / inner);
+  // In double: the degrees are not range-checked yet (validate_plan does), and their int64 product could overflow.
+  const double inner = std::max(1.0, static_cast<double>(a.tp) * static_cast<double>(a.pp) * static_cast<double>(a.cp));
+  p.dp = a.dp > 0 ? a.dp : std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(a.gpus) / inner));
   p.mbs = a.mbs;
   p.gbs = a.gbs;
   p.seq = seq;
@@ -116,6 +117,9 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.grad_bytes = a.grad_bytes;
   if (a.grad_bytes != 2 && a.grad_bytes != 4) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
+  }
+  if (!(a.bucket_mb > 0.0 && a.bucket_mb <= 1e6)) {
+    throw InputError(kCl.with_key("--bucket-mb"), fmt::format("expected a bucket size in MB above 0 and up to 1e6, found {}", a.bucket_mb));
   }
   p.bucket_bytes = static_cast<int64_t>(a.bucket_mb * 1e6);
   p.capacity_factor = a.capacity_factor;

@@ -138,7 +138,11 @@ std::vector<RandomStream> per_node_streams(const RandomStream& rng, std::string_
 }
 
 bool nearly_equal_rows(const Eigen::RowVectorXd& a, const Eigen::RowVectorXd& b, double scale) {
-  return (a - b).cwiseAbs().maxCoeff() <= 1e-9 * (1.0 + scale);
+  // A diverged run (a step size or regularizer so large that the iterates overflow) holds inf or NaN:
+  // no identity can be checked on it, and its metrics report the divergence (inf / nan) as the result.
+  const double gap = (a - b).cwiseAbs().maxCoeff();
+  if (!std::isfinite(scale) || !std::isfinite(gap)) return true;
+  return gap <= 1e-9 * (1.0 + scale);
 }
 
 const std::vector<AlgorithmInfo>& algorithms() {

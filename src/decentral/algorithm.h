@@ -248,7 +248,8 @@ void add_gossip_bytes(StepContext& ctx, const SparseMixing& m, int64_t doubles_p
 // One random stream per node, children "<purpose>/<i>" of rng: a node's draws (compression) depend on its
 // own values only, so the process owning the node makes them alone, and in-process and MPI runs agree.
 std::vector<RandomStream> per_node_streams(const RandomStream& rng, std::string_view purpose, NodeIndex n);
-// Relative tolerance for the conserved-quantity assertions.
+// Relative tolerance for the conserved-quantity assertions; true for a diverged run (inf or NaN in the
+// rows or the scale), whose metrics report the divergence instead.
 bool nearly_equal_rows(const Eigen::RowVectorXd& a, const Eigen::RowVectorXd& b, double scale);
 
 // Registry parts, one per algorithm file.

@@ -33,7 +33,7 @@ void ReplicaSpec::validate(const Where& where) const {
                                                std::to_string(model->layers) + ")");
   }
   // Upper limits keep block and token arithmetic (ceil_div, blocks x block bytes) inside int64.
-  constexpr int64_t kMaxBlockSize = int64_t{1} << 20, kMaxTokens = int64_t{1} << 40;
+  constexpr int64_t kMaxBlockSize = int64_t{1} << 20, kMaxTokens = int64_t{1} << 32, kMaxBatch = int64_t{1} << 24;
   if (block_size < 1 || block_size > kMaxBlockSize) {
     throw InputError(where.with_key("block-size"), fmt::format("must be 1 to {} tokens, got {}", kMaxBlockSize, block_size));
   }
@@ -48,6 +48,12 @@ void ReplicaSpec::validate(const Where& where) const {
   }
   if (prefix_unit_tokens < 1 || prefix_unit_tokens > kMaxTokens) {
     throw InputError(where.with_key("prefix-unit-tokens"), fmt::format("must be 1 to {}, got {}", kMaxTokens, prefix_unit_tokens));
+  }
+  if (workspace_tokens < 0 || workspace_tokens > kMaxBatch) {
+    throw InputError(where.with_key("max-batched-tokens"), fmt::format("must be 0 to {}, got {}", kMaxBatch, workspace_tokens));
+  }
+  if (workspace_seqs < 0 || workspace_seqs > kMaxBatch) {
+    throw InputError(where.with_key("max-seqs"), fmt::format("must be 0 to {}, got {}", kMaxBatch, workspace_seqs));
   }
   if (max_context < 0 || max_context > kMaxTokens) {
     throw InputError(where.with_key("max-context"), fmt::format("must be 0 (the model's) to {}, got {}", kMaxTokens, max_context));
