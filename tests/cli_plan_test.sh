@@ -83,6 +83,8 @@ assert sum(r["status"] == "invalid" for r in rows) == d["counts"]["invalid"]
 
 # Nothing feasible: exit 1 (a negative outcome, not bad input) with the reasons and their counts.
 expect no-fit 1 "no feasible plan" -- "${small[@]}" --budget-gib 0.25
+# An infinite budget is not a budget (it once reached Bytes::from_double, an assertion in checked builds).
+expect budget-inf 2 "--budget-gib: expected a budget in \(0, [0-9.]+\] GiB .*found inf" -- "${small[@]}" --budget-gib inf
 expect no-fit-reason 1 "memory +[0-9]+ +peak" -- "${small[@]}" --budget-gib 0.25
 expect no-divide 1 "gbs +[0-9]+ +dp\*mbs" -- plan train --model gpt2 --gpu h100-sxm --gpus 7 --seq 1024 --gbs 32 --quiet
 if "$bin" --json "${small[@]}" --budget-gib 0.25 | python3 -c '

@@ -322,7 +322,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     throw InputError(kCl.with_key("--load-imbalance"), fmt::format("expected a finite number >= 1, found {}", a.load_imbalance));
   }
   if (a.budget_given) {
-    if (!(a.budget_gib > 0.0) || Bytes::from_double(a.budget_gib * 1073741824.0) > gpu.memory) {
+    // Compared in double: Bytes holds no NaN, inf or 1e308 GiB.
+    if (!(a.budget_gib > 0.0 && a.budget_gib * 1073741824.0 <= gpu.memory.to_double())) {
       throw InputError(kCl.with_key("--budget-gib"),
                        fmt::format("expected a budget in (0, {:.2f}] GiB (the memory of one {}), found {}",
                                    gpu.memory.to_gib(), gpu.name, a.budget_gib));

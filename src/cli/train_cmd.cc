@@ -294,6 +294,9 @@ Table memory_profile(const std::vector<tr::MemorySample>& t, Time step, int64_t 
 void run_train(Context& ctx, const TrainArgs& a) {
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
   if (a.gpus <= 0) throw InputError(kCl.with_key("--gpus"), "missing or not positive; e.g. --gpus 8");
+  if (a.gpus > tr::kMaxDegree) {
+    throw InputError(kCl.with_key("--gpus"), fmt::format("expected a GPU count up to {}, found {}", tr::kMaxDegree, a.gpus));
+  }
   if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), "missing or not positive: the global batch in sequences");
   model::ModelSpec model = resolve_model(ctx, a);
   const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count

@@ -269,6 +269,38 @@ TEST(LinkEvents, WithoutAnotherPathTheFlowStallsUntilRepair) {
   EXPECT_EQ(s.reroutes, 1u);  // moved onto the only (dead) path again, where it waits
 }
 
+TEST(TopologyPathsCache, RoutesThroughTheGrownCacheAreTheRoutersRoutes) {
+  // 16 machines x 8 GPUs: 128 x 127 = 16,256 ordered pairs, so the table (1,024 slots, at most 3/4 full)
+  // grows five times; every pair is asked twice (a miss, then a hit) and once more after the growth,
+  // and each answer must equal the uncached route (peek_path: the router's own).
+  const net::Topology topo = net::two_level({16, 8, Bandwidth(400e9), Time::ns(936), Bandwidth(50e9), Time::us(2)});
+  TopologyPaths paths(topo);
+  std::vector<net::LinkUse> cached, fresh;
+  auto same = [](const std::vector<net::LinkUse>& a, const std::vector<net::LinkUse>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].link != b[i].link || a[i].count != b[i].count) return false;
+    }
+    return true;
+  };
+  size_t mismatches = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int32_t a = 0; a < 128; ++a) {
+      for (int32_t b = 0; b < 128; ++b) {
+        if (pass == 1 && b % 2 == 1) continue;  // the second pass: half the pairs, all hits
+        const Time t1 = paths.path(a, b, pair_key(a, b), cached);
+        const Time t2 = paths.peek_path(a, b, pair_key(a, b), fresh);
+        if (t1 != t2 || !same(cached, fresh)) ++mismatches;
+        if (a == b && !cached.empty()) ++mismatches;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+  // Within a machine: GPU -> NVSwitch -> GPU (2 links); across: GPU -> network switch -> GPU (2 links).
+  paths.path(0, 127, pair_key(0, 127), cached);
+  EXPECT_EQ(cached.size(), 2u);
+}
+
 TEST(FlowPrograms, BadParametersAreInputErrors) {
   EXPECT_THROW(make_program(Op::kAllReduce, Algorithm::kHalvingDoubling, 6, Bytes(1), {}), InputError);
   EXPECT_THROW(make_program(Op::kAllToAll, Algorithm::kRing, 8, Bytes(1), {}), InputError);

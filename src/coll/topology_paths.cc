@@ -6,29 +6,60 @@ namespace orrery::coll {
 
 TopologyPaths::TopologyPaths(const net::Topology& topo, net::RailPolicy policy) : topo_(topo), router_(topo, policy) {}
 
+size_t TopologyPaths::probe(int32_t src, int32_t dst, uint64_t flow_key) const {
+  // splitmix64's finalizer over the triple.
+  uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32 | static_cast<uint32_t>(dst)) ^
+               (flow_key * 0x9E3779B97F4A7C15ull);
+  h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+  h ^= h >> 31;
+  const size_t mask = slots_.size() - 1;
+  for (size_t i = static_cast<size_t>(h) & mask;; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.src < 0 || (s.src == src && s.dst == dst && s.flow_key == flow_key)) return i;
+  }
+}
+
+void TopologyPaths::clear_cache() {
+  slots_.clear();
+  used_ = 0;
+  arena_.clear();
+}
+
 Time TopologyPaths::path(int32_t src, int32_t dst, uint64_t flow_key, std::vector<net::LinkUse>& out) {
   out.clear();
   if (src == dst) return Time::zero();
-  // Different flow keys between the same pair may take different ECMP paths; the executor's key is
-  // the pair itself, so the cache holds one route per pair in practice.
-  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 32) ^ static_cast<uint32_t>(dst) ^
-                       (flow_key * 0x9E3779B97F4A7C15ull);
-  auto it = cache_.find(key);
-  if (it == cache_.end() && down_count_ > 0) {
-    Cached c;
-    c.latency = search_avoiding_down(src, dst, c.links);
-    it = cache_.emplace(key, std::move(c)).first;
+  if (slots_.empty()) slots_.resize(1024);
+  size_t i = probe(src, dst, flow_key);
+  if (slots_[i].src >= 0) {
+    const Slot& s = slots_[i];
+    const auto first = arena_.begin() + static_cast<std::ptrdiff_t>(s.offset);
+    out.assign(first, first + s.count);
+    return s.latency;
   }
-  if (it == cache_.end()) {
+  Time latency;
+  if (down_count_ > 0) {
+    latency = search_avoiding_down(src, dst, out);
+  } else {
+    // Different flow keys between the same pair may take different ECMP paths; the executor's key is
+    // the pair itself, so the cache holds one route per pair in practice.
     const net::Route r = router_.gpu_route(src, dst, flow_key);
-    Cached c;
-    c.latency = r.latency;
-    c.links.reserve(r.links.size());
-    for (net::LinkId l : r.links) c.links.push_back(net::LinkUse{l, 1});
-    it = cache_.emplace(key, std::move(c)).first;
+    latency = r.latency;
+    out.reserve(r.links.size());
+    for (net::LinkId l : r.links) out.push_back(net::LinkUse{l, 1});
   }
-  out = it->second.links;
-  return it->second.latency;
+  if ((used_ + 1) * 4 > slots_.size() * 3) {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.src >= 0) slots_[probe(s.src, s.dst, s.flow_key)] = s;
+    }
+    i = probe(src, dst, flow_key);
+  }
+  slots_[i] = Slot{src, dst, flow_key, arena_.size(), static_cast<uint32_t>(out.size()), latency};
+  arena_.insert(arena_.end(), out.begin(), out.end());
+  ++used_;
+  return latency;
 }
 
 void TopologyPaths::set_link_down(net::LinkId link, bool down) {
@@ -37,7 +68,7 @@ void TopologyPaths::set_link_down(net::LinkId link, bool down) {
   if ((down_[l] != 0) == down) return;
   down_[l] = down ? 1 : 0;
   down_count_ = down ? down_count_ + 1 : down_count_ - 1;
-  cache_.clear();
+  clear_cache();
 }
 
 Time TopologyPaths::search_avoiding_down(int32_t src, int32_t dst, std::vector<net::LinkUse>& out) const {

@@ -3,7 +3,9 @@
 // pairs at every step. Also derives the alpha-beta parameters of a topology.
 #pragma once
 
-#include <unordered_map>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "coll/alpha_beta.h"
 #include "coll/executor.h"
@@ -25,15 +27,26 @@ class TopologyPaths final : public PathProvider {
 
  private:
   Time search_avoiding_down(int32_t src, int32_t dst, std::vector<net::LinkUse>& out) const;
-  std::vector<uint8_t> down_;
-  size_t down_count_ = 0;
-  struct Cached {
-    std::vector<net::LinkUse> links;
+  // The route cache: an open-addressing table (linear probing, power-of-two size, at most 3/4 full) whose
+  // slots point into one arena of links. No allocation per route: a 1,024-GPU all-to-all caches a million
+  // routes, and a node-based map with a vector per route spent a third of that run in malloc and free.
+  struct Slot {
+    int32_t src = -1;  // -1: empty
+    int32_t dst = 0;
+    uint64_t flow_key = 0;
+    uint64_t offset = 0;  // into arena_
+    uint32_t count = 0;
     Time latency;
   };
+  size_t probe(int32_t src, int32_t dst, uint64_t flow_key) const;  // the matching slot or the empty one
+  void clear_cache();
+  std::vector<uint8_t> down_;
+  size_t down_count_ = 0;
   const net::Topology& topo_;
   net::Router router_;
-  std::unordered_map<uint64_t, Cached> cache_;
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+  std::vector<net::LinkUse> arena_;
 };
 
 // Alpha-beta parameters seen by `ranks` ranks of `topo`: level 1 from the route rank 0 -> rank 1 (same
