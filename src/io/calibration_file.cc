@@ -20,18 +20,20 @@ void fraction(Fields& f, std::string_view key, double& out) {
   out = *v;
 }
 
-void nonnegative(Fields& f, std::string_view key, double& out) {
+// From 0 to `most`: far above any kernel's, and low enough that a kernel time stays inside core::Time
+// (a half length of 1e308 tokens made every attention kernel take longer than 9.2e6 s).
+void bounded(Fields& f, std::string_view key, double most, double& out) {
   const auto v = f.opt_double(key);
   if (!v) return;
-  if (!(*v >= 0.0)) throw InputError(f.where_of_key(key), fmt::format("must not be negative, got {}", *v));
+  if (!(*v >= 0.0 && *v <= most)) throw InputError(f.where_of_key(key), fmt::format("expected 0 to {:g}, got {}", most, *v));
   out = *v;
 }
 
 void attention_rate(const YAML::Node& node, const Where& where, compute::AttentionRate& r) {
   Fields f(node, where);
   fraction(f, "efficiency", r.efficiency);
-  nonnegative(f, "half_length", r.half_length);
-  nonnegative(f, "ctas_per_sm_half", r.ctas_per_sm_half);
+  bounded(f, "half_length", 1e6, r.half_length);          // tokens (Hopper's fits: 512-1024)
+  bounded(f, "ctas_per_sm_half", 1e3, r.ctas_per_sm_half);  // CTAs per SM (fits: 0-2)
   f.finish();
 }
 
@@ -53,7 +55,9 @@ compute::Calibration parse_calibration(std::string_view text, const std::string&
   fraction(f, "gemm_memory_efficiency", c.gemm_memory_efficiency);
   fraction(f, "memory_efficiency", c.memory_efficiency);
   if (const auto t = f.opt_time("launch_overhead")) {
-    if (t->to_seconds() < 0.0) throw InputError(f.where_of_key("launch_overhead"), "must not be negative");
+    if (t->to_seconds() < 0.0 || t->to_seconds() > 1e-3) {
+      throw InputError(f.where_of_key("launch_overhead"), fmt::format("expected 0 to 1 ms per kernel, got {} s", t->to_seconds()));
+    }
     c.launch_overhead = *t;
   }
   if (const auto att = f.opt_node("attention")) {

@@ -193,9 +193,18 @@ Time LayerCosts::communication(int64_t tokens) const {
 
 namespace {
 
+// Piecewise linear through the profiled points. Outside them: below the first point, in proportion to the
+// tokens (the first point scaled); above the last, along the last segment when it rises, else in proportion
+// (a last segment that falls, measurement noise, extrapolated far would reach negative times: a profile
+// of the first 40 rows, extrapolated to a 4,096-token prefill, scheduled events in the past).
 double interpolate(const std::vector<int64_t>& xs, const std::vector<double>& ys, double x) {
   ORRERY_CHECK(!xs.empty());
-  if (xs.size() == 1) return ys.front() * x / static_cast<double>(xs.front());
+  if (xs.size() == 1 || x <= static_cast<double>(xs.front())) return ys.front() * x / static_cast<double>(xs.front());
+  if (x >= static_cast<double>(xs.back())) {
+    const size_t n = xs.size();
+    const double slope = (ys[n - 1] - ys[n - 2]) / static_cast<double>(xs[n - 1] - xs[n - 2]);
+    if (!(slope > 0.0)) return ys.back() * x / static_cast<double>(xs.back());
+  }
   size_t i = static_cast<size_t>(std::upper_bound(xs.begin(), xs.end(), x,
                                                   [](double v, int64_t e) { return v < static_cast<double>(e); }) -
                                  xs.begin());

@@ -121,6 +121,21 @@ TEST(ProfileTable, SumsTheLayerOpsAndInterpolatesInTokens) {
   EXPECT_DOUBLE_EQ(t.layer_at(17), 2.6);  // extrapolated along the last segment
 }
 
+TEST(ProfileTable, AFallingLastSegmentExtrapolatesInProportionNeverBelowZero) {
+  // Layer 0.6 ms at 1 token, 1.6 ms at 9, 1.2 ms at 10 (noise: the last segment falls by 0.4 ms per token).
+  // Along that segment 4,096 tokens would take 1.2 - 0.4 x 4,086 < 0 ms; in proportion to the last point it
+  // takes 1.2 x 4,096 / 10 = 491.52 ms. Below the first point: 0.6 x 0.5 / 1 = 0.3 ms.
+  std::istringstream in(
+      "time_stats.emb.median,time_stats.input_layernorm.median,time_stats.attn_pre_proj.median,time_stats.mlp_up_proj.median,"
+      "num_tokens,num_tensor_parallel_workers\n"
+      "0.01,0.1,0.2,0.3,1,1\n0.03,0.1,0.6,0.9,9,1\n0.03,0.1,0.5,0.6,10,1\n");
+  const ProfileTable t = read_vidur_profile(in, "mlp.csv", 1);
+  ASSERT_EQ(t.tokens.size(), 3u);
+  EXPECT_NEAR(t.layer_at(4096), 491.52, 1e-9);
+  EXPECT_NEAR(t.layer_at(0.5), 0.3, 1e-12);
+  EXPECT_NEAR(t.layer_at(9.5), 1.4, 1e-12);  // inside: halfway between 1.6 and 1.2
+}
+
 TEST(ProfileTable, AcceptsVidursDescendingOrderAndRepeatedBoundaryCounts) {
   // vidur's profiler writes num_tokens from 4096 down to 1, with 4096 and 2048 each in two rows
   // (../shared/data/profiles/vidur/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv); the first row of a

@@ -5,11 +5,13 @@ Starts from a valid file per reader (traces: Azure CSV, Mooncake JSONL, Vidur-st
 edge-list topology; a Hugging Face config.json; a calibration YAML; the CSVs of `orrery calibrate`; a
 catalog YAML; a Vidur profile CSV), applies one or two random edits (delete, duplicate or swap a line,
 truncate, replace a number by a hostile value, insert or delete a character) and runs the command that
-reads it. Reports crashes and internal errors, exit 2 with more than one line, exit 1, and runs over 60 s.
+reads it. Reports crashes and internal errors, exit 2 with more than one line, exit 1, and runs over 60 s;
+exits 1 when anything was reported.
 Seeds: the project's own files, and the first lines of ../shared's traces and profile when present.
 
   python3 tools/fuzz/input_files.py build/release/orrery [RUNS_PER_FILE=120] [SEED_FILE ...]
-About 1,300 runs, 5 min on 2 cores; deterministic for a given RUNS_PER_FILE. docs/cli.md, "Robustness".
+About 1,300 runs, 5 min on 2 cores; deterministic for a given RUNS_PER_FILE (the ctest cli_fuzz_files: 40).
+docs/cli.md, "Robustness checks".
 """
 import subprocess, random, re, sys, os, shutil, tempfile, zlib, concurrent.futures as cf
 BIN=os.path.abspath(sys.argv[1]); N=int(sys.argv[2]) if len(sys.argv)>2 else 120
@@ -129,7 +131,12 @@ for name in (sys.argv[3:] or cases):
         t=base
         for _ in range(rnd.randrange(1,3)): t=mutate(t,rnd)
         jobs.append((name,k,t))
+faults=0
 with cf.ThreadPoolExecutor(2) as ex:
     for bad,name,k,err in ex.map(run,jobs):
-        if bad: print(bad,name,k,err.strip()[:400],flush=True)
-print('done', len(jobs), 'runs; failing inputs kept under', WD, file=sys.stderr)
+        if bad:
+            faults += 1
+            print(bad,name,k,err.strip()[:400],flush=True)
+print(f'input_files: {len(jobs)} runs, {faults} reported; failing inputs kept under {WD}')
+if not faults: shutil.rmtree(WD, ignore_errors=True)
+sys.exit(1 if faults else 0)
