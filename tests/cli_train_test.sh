@@ -58,6 +58,7 @@ expect pp-layers 2 "pp=5 does not divide layers=24" -- "${gpt[@]}" --pp 5
 # 10^8 sequences of 2,048 tokens of this 1.65 B-parameter GPT on 32 A100s need 6 x 1.65e9 + 12 x 24 x 2048
 # x 2304 = 1.1e10 FLOP per token x 2.05e11 tokens / 32 GPUs / 312 TFLOP/s (fp16) = 2.3e5 s at peak, past
 # the 1e5 s bound; a NaN load factor; mbs past 2^30.
+expect gpus-range 2 "--gpus: expected a positive GPU count up to 16777216, found 9223372036854775807" -- "${gpt[@]}" --gpus 99999999999999999999
 expect seq-range 2 "--seq: expected a positive sequence length up to 16777216, found 99999999999" -- "${gpt[@]}" --seq 99999999999
 expect step-range 2 "--gbs: a step of 100000000 x 2048 tokens on 32 GPUs needs at least .* beyond the simulator's range" -- "${gpt[@]}" --gbs 100000000
 expect load-imbalance-nan 2 "load imbalance nan must be a finite number >= 1" -- "${gpt[@]}" --load-imbalance nan

@@ -652,21 +652,22 @@ void run_serve(Context& ctx, const ServeArgs& a) {
 
 // ---- cluster: --replicas N, --router, --disagg P:D ----
 
+// Replicas of a cluster (--replicas, each side of --disagg).
+constexpr int64_t kMaxReplicas = int64_t{1} << 20;
+
 // P and D of --disagg "P:D".
 std::pair<int64_t, int64_t> parse_disagg(const std::string& text) {
   const Where w = kCl.with_key("--disagg");
+  const std::string bad =
+      fmt::format("expected P:D with 1 to {} replicas each (e.g. 1:1 or 2:3), got '{}'", kMaxReplicas, text);
   const size_t colon = text.find(':');
   auto number = [&](std::string_view part) {
     int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
-    if (ec != std::errc() || ptr != part.data() + part.size() || v < 1 || v > (int64_t{1} << 20)) {
-      throw InputError(w, "expected P:D with 1 to 1048576 replicas each (e.g. 1:1 or 2:3), got '" + text + "'");
-    }
+    if (ec != std::errc() || ptr != part.data() + part.size() || v < 1 || v > kMaxReplicas) throw InputError(w, bad);
     return v;
   };
-  if (colon == std::string::npos) {
-    throw InputError(w, "expected P:D with 1 to 1048576 replicas each (e.g. 1:1 or 2:3), got '" + text + "'");
-  }
+  if (colon == std::string::npos) throw InputError(w, bad);
   return {number(std::string_view(text).substr(0, colon)), number(std::string_view(text).substr(colon + 1))};
 }
 
@@ -723,7 +724,6 @@ Json replicas_json(const sv::ClusterResult& cr) {
 }
 
 void run_cluster(Context& ctx, const ServeArgs& a) {
-  constexpr int64_t kMaxReplicas = int64_t{1} << 20;
   if (a.replicas < 1 || a.replicas > kMaxReplicas) {
     throw InputError(kCl.with_key("--replicas"), fmt::format("must be 1 to {}, got {}", kMaxReplicas, a.replicas));
   }

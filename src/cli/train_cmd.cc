@@ -294,9 +294,6 @@ Table memory_profile(const std::vector<tr::MemorySample>& t, Time step, int64_t 
 void run_train(Context& ctx, const TrainArgs& a) {
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
   if (a.gpus <= 0) throw InputError(kCl.with_key("--gpus"), "missing or not positive; e.g. --gpus 8");
-  if (a.gpus > tr::kMaxDegree) {
-    throw InputError(kCl.with_key("--gpus"), fmt::format("expected a GPU count up to {}, found {}", tr::kMaxDegree, a.gpus));
-  }
   if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), "missing or not positive: the global batch in sequences");
   model::ModelSpec model = resolve_model(ctx, a);
   const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
@@ -305,8 +302,9 @@ void run_train(Context& ctx, const TrainArgs& a) {
   const hw::NodeSpec* node = training_node(hw, gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
+  // Before make_plan, which divides --gpus by the degrees.
+  check_training_scale(model, seq, a.gbs, a.gpus, gpu, tr::parse_precision(a.precision, kCl.with_key("--precision")));
   const tr::Plan plan = make_plan(a, seq);
-  check_training_scale(model, seq, a.gbs, a.gpus, gpu, plan.precision);
   tr::require_valid_plan(model, plan, a.gpus, gpu, kCl);
   tr::EvaluateOptions opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
