@@ -253,13 +253,23 @@ class Builder {
     std::vector<int64_t> grad_piece_params;
     std::vector<TaskId> chunk_first_forward(static_cast<size_t>(v_), -1);
     std::vector<TaskId> prev_w(static_cast<size_t>(v_) * static_cast<size_t>(m_mb_), -1);
+    // ZeRO-1/2 parameter all-gather overlapped with the first forward pass of each chunk, bucket by
+    // bucket (Megatron-Core's overlap_param_gather: a forward pre-hook waits for the bucket that holds
+    // a module's parameters; the gathers run back to back on their own stream).
+    const bool gather_overlap = !zero3 && dp_reduce_ &&
+                                (p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) &&
+                                p_.overlap_param_gather && group_size(p_, Group::kDpShard) > 1;
+    std::vector<std::vector<TaskId>> first_forward_layers(static_cast<size_t>(v_));
     for (const PipelinePass& pass : order) {
       const int32_t c = pass.chunk;
       const int32_t mb = pass.microbatch;
       const bool last_mb = mb == m_mb_ - 1;
-      // Per-layer tasks where something happens between layers: FSDP gathers and reductions, and the
-      // gradient buckets of the last micro-batch.
-      const bool per_layer = zero3 || (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce);
+      const bool first_forward = gather_overlap && pass.kind == PassKind::kForward &&
+                                 chunk_first_forward[static_cast<size_t>(c)] < 0 && n_layers(s, c) > 0;
+      // Per-layer tasks where something happens between layers: FSDP gathers and reductions, the
+      // parameter buckets of the first forward and the gradient buckets of the last micro-batch.
+      const bool per_layer = zero3 || first_forward ||
+                             (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce);
       const int64_t pieces = per_layer ? n_layers(s, c) : 1;
       const int64_t width = per_layer ? 1 : n_layers(s, c);
       TaskId first = -1;
@@ -298,6 +308,7 @@ class Builder {
           grad_pieces_last_mb.push_back(id);
           grad_piece_params.push_back(piece_params(s, c, lo, hi));
         }
+        if (first_forward) first_forward_layers[static_cast<size_t>(c)].push_back(id);
         if (first < 0) first = id;
         prev = id;
       }
@@ -361,18 +372,43 @@ class Builder {
         for (int32_t c = 0; c < v_; ++c) dep(t, split ? w_last(s, c) : b_last_[idx(s, c, m_mb_ - 1)]);
         dp_tasks.push_back(t);
       }
-      if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && p_.overlap_param_gather &&
-          group_size(p_, Group::kDpShard) > 1) {
+      if (gather_overlap) {
         for (int32_t c = 0; c < v_; ++c) {
-          const Bytes bytes = Bytes::from_double(d(piece_params(s, c, 0, n_layers(s, c))) * 2.0);
-          const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
-                                     TimeCategory::kDp, Parts{}, false, "dp-gather",
-                                     [&] { return fmt::format("param all-gather c{} {:.1f} MB", c, bytes.to_double() * 1e-6); });
-          dep(chunk_first_forward[static_cast<size_t>(c)], ag);
+          for (const auto& [lo, hi] : param_buckets(s, c)) {
+            const Bytes bytes = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
+            const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
+                                       TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
+                                         return fmt::format("param all-gather c{} l{}-{} {:.1f} MB", c, lo, hi - 1,
+                                                            bytes.to_double() * 1e-6);
+                                       });
+            const auto& layers = first_forward_layers[static_cast<size_t>(c)];
+            dep(layers.empty() ? chunk_first_forward[static_cast<size_t>(c)] : layers[static_cast<size_t>(lo)], ag);
+          }
         }
       }
     }
     dp_tasks_.push_back(std::move(dp_tasks));
+  }
+
+  // The gradient buckets of chunk c as layer ranges [lo, hi) in forward order. Buckets fill from the
+  // top layer down, as gradients arrive in the backward pass; the parameter buffer shares them
+  // (Megatron-Core's ParamAndGradBuffer). A chunk without layers is one bucket.
+  std::vector<std::pair<int64_t, int64_t>> param_buckets(int32_t s, int32_t c) const {
+    std::vector<std::pair<int64_t, int64_t>> buckets;
+    const int64_t n = n_layers(s, c);
+    int64_t hi = n;
+    double bytes = 0;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      bytes += d(piece_params(s, c, i, i + 1)) * d(p_.grad_bytes);
+      if (bytes >= d(p_.bucket_bytes) || i == 0) {
+        buckets.emplace_back(i, hi);
+        hi = i;
+        bytes = 0;
+      }
+    }
+    if (buckets.empty()) buckets.emplace_back(0, n);
+    std::reverse(buckets.begin(), buckets.end());
+    return buckets;
   }
 
   TaskId w_last(int32_t s, int32_t c) const { return w_last_[idx(s, c, m_mb_ - 1)]; }

@@ -151,6 +151,40 @@ TEST(Simulator, DataParallelReductionIsExposedOnlyWithoutOverlap) {
   EXPECT_EQ(hidden.step_time, ms(48) * (m - 1) + ms(16) + ms(2) + ms(5) * 16 + opt);
 }
 
+// ZeRO-1 with the parameter all-gather overlapped (Megatron-Core's overlap_param_gather): the gathers
+// run bucket by bucket on their own stream and a layer's first forward waits only for its own bucket.
+// 16 layers of tf = tb = tw = 1 ms, one bucket per layer, every collective g ms, gradient reduction
+// not overlapped (one exposed reduce-scatter of g ms after the last backward), m = 4 (48 ms each).
+// g = 0.5 ms < tf: layer k's bucket is gathered by 0.5 (k + 1) ms, before layer k - 1's forward
+// ends, so only the first bucket is exposed: step = 0.5 + 4 x 48 + 0.5 + optimizer.
+// g = 3 ms > tf: the first forward runs at the gathers' pace, layer k ending at 3 (k + 1) + 1, the
+// last at 49 ms instead of 16: step = 33 + 4 x 48 + 3 + optimizer. Gathering the whole chunk before
+// its first layer (the model before 2026-11-26) would expose 16 x 3 = 48 ms there instead of 33.
+TEST(Simulator, ParameterGatherOverlapsTheFirstForwardBucketByBucket) {
+  Fixture f;
+  const int64_t m = 4;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1'000'000);
+  Plan plan;
+  plan.dp = 2;
+  plan.gbs = 2 * m;
+  plan.sharding = Sharding::kZero1;
+  plan.overlap_grad_reduce = false;
+  plan.overlap_param_gather = true;
+  plan.bucket_bytes = 1;
+  const Time opt = f.cm.memory_bound(Bytes::from_double(16 * 1e6 / 2 * 30.0));
+  const FixedComm fast(ms(0.5), Time::zero());
+  EXPECT_EQ(simulate_step(f.model, plan, c, f.cm, fast).step_time, ms(0.5) + ms(48) * m + ms(0.5) + opt);
+  const FixedComm slow(ms(3), Time::zero());
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, slow);
+  EXPECT_EQ(r.step_time, ms(33) + ms(48) * m + ms(3) + opt);
+  EXPECT_EQ(r.breakdown[static_cast<size_t>(TimeCategory::kDp)], ms(36));
+  // Buckets of 4 layers (16 MB of fp32 gradients each): 4 gathers of 3 ms ending at 3, 6, 9, 12 ms.
+  // Bucket 0's layers run 3-7 ms; each later gather ends before the previous bucket's 4 ms of layers
+  // do (6 <= 7, 9 <= 11, 12 <= 15): only the first gather is exposed.
+  plan.bucket_bytes = 16'000'000;
+  EXPECT_EQ(simulate_step(f.model, plan, c, f.cm, slow).step_time, ms(3) + ms(48) * m + ms(3) + opt);
+}
+
 // A stage with its own communication model (a slow link on one of its ranks): the exposed all-reduce of
 // the test above takes that model's 12 ms instead of 5 ms, so the step grows by exactly 7 ms.
 TEST(Simulator, AStagesOwnCommunicationModelTimesItsCollectives) {
