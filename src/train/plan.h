@@ -110,9 +110,12 @@ struct Plan {
 
   // ---- overlap
   bool overlap_grad_reduce = true;   // DP gradient reduction in buckets during the last backward
-  bool overlap_param_gather = true;  // ZeRO-1/2 parameter all-gather overlapped with the next forward
+  bool overlap_param_gather = true;  // ZeRO-1/2 parameter all-gather bucket by bucket beside the first forward
   int64_t fsdp_prefetch = 1;         // ZeRO-3: layers whose all-gather is issued ahead
-  int64_t bucket_bytes = 40'000'000;  // DP bucket size (Megatron default 40 M elements ~ 4e7)
+  // DP bucket: bytes of main gradients, whole layers per bucket (a layer larger than it is one bucket).
+  // Megatron-Core's default is max(40 M, 1 M x dp) elements (160 MB and more of fp32 gradients); a
+  // dense layer of hidden size h >= 1,826 holds 12 h^2 x 4 B >= 160 MB, one bucket under either rule.
+  int64_t bucket_bytes = 40'000'000;
   bool tp_comm_overlap = false;       // TP collectives overlapped with the GEMMs (userbuffers)
 
   int64_t gpus() const { return dp * tp * pp * cp; }
