@@ -128,6 +128,7 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
 
   std::vector<double> perf_err;
   std::vector<double> perf_err_hopper;  // H100/H800 rows: reported, target not yet met (see below)
+  std::vector<std::string> steps;  // per throughput row: where the simulated step goes
   std::vector<double> mem_err;
   fmt::print("{:<5} {:<22} {:>10} {:>10} {:>8}\n", "id", "metric", "measured", "predicted", "error");
   for (const Row& r : rows) {
@@ -232,7 +233,21 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
     }
     fmt::print("{:<5} {:<22} {:>10.4g} {:>10.4g} {:>+7.1f}%{}\n", r["id"], metric, measured, predicted, 100.0 * err,
                unknowable ? "  (not scored: seq and recompute not stated; seq 4096 assumed)" : "");
+    if (!memory) {
+      // Where the simulated step goes, beside the measured step the row implies (a throughput is
+      // inversely proportional to the step): the analysis tables of docs/training.md come from here.
+      const auto part = [&](TimeCategory c) { return res.step.breakdown[static_cast<size_t>(c)].to_seconds(); };
+      const double measured_step = metric == "step_time_s" ? measured : t * predicted / measured;
+      const double compute = part(TimeCategory::kCompute) + part(TimeCategory::kRecompute);
+      steps.push_back(fmt::format("{:<5} {:>10.3f} {:>10.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>10.2f}", r["id"],
+                                  measured_step, t, compute, part(TimeCategory::kDp), part(TimeCategory::kTp),
+                                  part(TimeCategory::kBubble), measured_step / compute));
+    }
   }
+  fmt::print("\nwhere the simulated step goes (s; exposed time per category, summed over the step)\n");
+  fmt::print("{:<5} {:>10} {:>10} {:>9} {:>7} {:>7} {:>7} {:>10}\n", "id", "measured", "simulated", "compute", "dp",
+             "tp", "bubble", "meas/comp");
+  for (const std::string& step_line : steps) fmt::print("{}\n", step_line);
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
