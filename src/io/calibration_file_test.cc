@@ -1,6 +1,7 @@
 #include "io/calibration_file.h"
 
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -71,40 +72,35 @@ TEST(CalibrationFile, AnAbsentKeyKeepsTheBuiltInValue) {
 }
 
 TEST(CalibrationFile, ErrorsNameTheFileLineAndKey) {
-  // A misspelt key: the nearest known one is suggested, at its line.
-  std::string e = error_of("gpu: h100-sxm\ngemm_eficiency: 0.7\n");
-  EXPECT_NE(e.find("cal.yaml:2"), std::string::npos) << e;
-  EXPECT_NE(e.find("gemm_efficiency"), std::string::npos) << e;
-  // A fraction outside (0, 1].
-  e = error_of("gpu: h100-sxm\nmemory_efficiency: 1.2\n");
-  EXPECT_NE(e.find("cal.yaml:2"), std::string::npos) << e;
-  EXPECT_NE(e.find("(0, 1]"), std::string::npos) << e;
-  e = error_of("gpu: h100-sxm\ngemm_efficiency: 0\n");
-  EXPECT_NE(e.find("(0, 1]"), std::string::npos) << e;
-  // Not a number.
-  e = error_of("gpu: h100-sxm\ngemm_efficiency: fast\n");
-  EXPECT_NE(e.find("expected a number"), std::string::npos) << e;
-  // Negative lengths and occupancies, inside the attention mapping.
-  e = error_of("gpu: h100-sxm\nattention:\n  backward: {half_length: -1}\n");
-  EXPECT_NE(e.find("half_length"), std::string::npos) << e;
-  EXPECT_NE(e.find("expected 0 to 1e+06, got -1"), std::string::npos) << e;
-  // Past the bounds that keep kernel times in core::Time's range (found by tools/fuzz/input_files.py).
-  e = error_of("gpu: h100-sxm\nattention:\n  backward: {half_length: 1e308}\n");
-  EXPECT_NE(e.find("expected 0 to 1e+06, got 1e+308"), std::string::npos) << e;
-  e = error_of("gpu: h100-sxm\nattention:\n  forward: {ctas_per_sm_half: 5000}\n");
-  EXPECT_NE(e.find("expected 0 to 1000, got 5000"), std::string::npos) << e;
-  e = error_of("gpu: h100-sxm\nlaunch_overhead: 2 s\n");
-  EXPECT_NE(e.find("expected 0 to 1 ms per kernel"), std::string::npos) << e;
-  e = error_of("gpu: h100-sxm\nattention:\n  foward: {efficiency: 0.5}\n");
-  EXPECT_NE(e.find("forward"), std::string::npos) << e;
-  // The calibration of another GPU.
-  e = error_of("gpu: a100-sxm-80gb\n");
-  EXPECT_NE(e.find("a100-sxm-80gb"), std::string::npos) << e;
-  EXPECT_NE(e.find("h100-sxm"), std::string::npos) << e;
-  // No gpu key, malformed YAML, a launch overhead that is not a duration.
-  EXPECT_NE(error_of("gemm_efficiency: 0.7\n").find("gpu"), std::string::npos);
-  EXPECT_NE(error_of("gpu: [h100\n").find("malformed YAML"), std::string::npos);
-  EXPECT_NE(error_of("gpu: h100-sxm\nlaunch_overhead: 3\n").find("launch_overhead"), std::string::npos);
+  struct Case {
+    const char* why;
+    const char* yaml;
+    std::vector<const char*> expected;  // substrings of the one-line error
+  };
+  const Case cases[] = {
+      {"a misspelt key: its line and the nearest known key", "gpu: h100-sxm\ngemm_eficiency: 0.7\n",
+       {"cal.yaml:2", "gemm_efficiency"}},
+      {"a fraction above 1", "gpu: h100-sxm\nmemory_efficiency: 1.2\n", {"cal.yaml:2", "(0, 1]"}},
+      {"a fraction of 0", "gpu: h100-sxm\ngemm_efficiency: 0\n", {"(0, 1]"}},
+      {"not a number", "gpu: h100-sxm\ngemm_efficiency: fast\n", {"expected a number"}},
+      {"a negative length inside the attention mapping", "gpu: h100-sxm\nattention:\n  backward: {half_length: -1}\n",
+       {"half_length", "expected 0 to 1e+06, got -1"}},
+      // Past the bounds that keep kernel times in core::Time's range (found by tools/fuzz/input_files.py).
+      {"a half length of 1e308", "gpu: h100-sxm\nattention:\n  backward: {half_length: 1e308}\n",
+       {"expected 0 to 1e+06, got 1e+308"}},
+      {"an occupancy of 5000 CTAs per SM", "gpu: h100-sxm\nattention:\n  forward: {ctas_per_sm_half: 5000}\n",
+       {"expected 0 to 1000, got 5000"}},
+      {"a launch overhead of 2 s", "gpu: h100-sxm\nlaunch_overhead: 2 s\n", {"expected 0 to 1 ms per kernel"}},
+      {"a misspelt pass", "gpu: h100-sxm\nattention:\n  foward: {efficiency: 0.5}\n", {"forward"}},
+      {"the calibration of another GPU", "gpu: a100-sxm-80gb\n", {"a100-sxm-80gb", "h100-sxm"}},
+      {"no gpu key", "gemm_efficiency: 0.7\n", {"gpu"}},
+      {"malformed YAML", "gpu: [h100\n", {"malformed YAML"}},
+      {"a launch overhead that is not a duration", "gpu: h100-sxm\nlaunch_overhead: 3\n", {"launch_overhead"}},
+  };
+  for (const Case& k : cases) {
+    const std::string e = error_of(k.yaml);
+    for (const char* part : k.expected) EXPECT_NE(e.find(part), std::string::npos) << k.why << ": " << e;
+  }
 }
 
 TEST(CalibrationFile, AMissingFileIsAnInputError) {

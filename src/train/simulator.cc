@@ -249,8 +249,9 @@ class Builder {
     const bool split = p_.schedule == Schedule::kZeroBubble;
     const PassKind grad_kind = split ? PassKind::kWeight : PassKind::kBackward;
     std::vector<TaskId> compute_order;  // non-filler compute tasks in program order (prefetch anchors)
-    std::vector<TaskId> grad_pieces_last_mb;
-    std::vector<int64_t> grad_piece_params;
+    // Per chunk and layer: the last micro-batch's gradient task and the first forward's task, where
+    // those passes run layer by layer (gradient buckets, parameter buckets).
+    std::vector<std::vector<TaskId>> last_grad_layers(static_cast<size_t>(v_));
     std::vector<TaskId> chunk_first_forward(static_cast<size_t>(v_), -1);
     std::vector<TaskId> prev_w(static_cast<size_t>(v_) * static_cast<size_t>(m_mb_), -1);
     // ZeRO-1/2 parameter all-gather overlapped with the first forward pass of each chunk, bucket by
@@ -260,12 +261,16 @@ class Builder {
                                 (p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) &&
                                 p_.overlap_param_gather && group_size(p_, Group::kDpShard) > 1;
     std::vector<std::vector<TaskId>> first_forward_layers(static_cast<size_t>(v_));
+    for (int32_t c = 0; c < v_; ++c) {
+      last_grad_layers[static_cast<size_t>(c)].assign(static_cast<size_t>(n_layers(s, c)), -1);
+      first_forward_layers[static_cast<size_t>(c)].assign(static_cast<size_t>(n_layers(s, c)), -1);
+    }
     for (const PipelinePass& pass : order) {
       const int32_t c = pass.chunk;
       const int32_t mb = pass.microbatch;
       const bool last_mb = mb == m_mb_ - 1;
-      const bool first_forward = gather_overlap && pass.kind == PassKind::kForward &&
-                                 chunk_first_forward[static_cast<size_t>(c)] < 0 && n_layers(s, c) > 0;
+      const bool first_forward =
+          gather_overlap && pass.kind == PassKind::kForward && chunk_first_forward[static_cast<size_t>(c)] < 0;
       // Per-layer tasks where something happens between layers: FSDP gathers and reductions, the
       // parameter buckets of the first forward and the gradient buckets of the last micro-batch.
       const bool per_layer = zero3 || first_forward ||
@@ -305,10 +310,9 @@ class Builder {
           const Bytes grads = Bytes::from_double(d(piece_params(s, c, lo, hi)) * d(p_.grad_bytes));
           reduce_grads(s, st, grads, id, last_mb);
         } else if (per_layer && pass.kind == grad_kind && last_mb) {
-          grad_pieces_last_mb.push_back(id);
-          grad_piece_params.push_back(piece_params(s, c, lo, hi));
+          last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id;
         }
-        if (first_forward) first_forward_layers[static_cast<size_t>(c)].push_back(id);
+        if (first_forward) first_forward_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id;
         if (first < 0) first = id;
         prev = id;
       }
@@ -356,13 +360,11 @@ class Builder {
     std::vector<TaskId> dp_tasks;
     if (!zero3 && dp_reduce_) {
       if (p_.overlap_grad_reduce) {
-        Bytes bucket;
-        for (size_t k = 0; k < grad_pieces_last_mb.size(); ++k) {
-          bucket += Bytes::from_double(d(grad_piece_params[k]) * d(p_.grad_bytes));
-          const bool flush = bucket.count() >= p_.bucket_bytes || k + 1 == grad_pieces_last_mb.size();
-          if (flush) {
-            dp_tasks.push_back(reduce_grads(s, st, bucket, grad_pieces_last_mb[k], true));
-            bucket = Bytes(0);
+        // A bucket is reduced once the backward has gone down through its lowest layer.
+        for (int32_t c = 0; c < v_; ++c) {
+          for (const auto& [lo, hi] : dp_buckets(s, c)) {
+            const Bytes bytes = Bytes::from_double(d(piece_params(s, c, lo, hi)) * d(p_.grad_bytes));
+            dp_tasks.push_back(reduce_grads(s, st, bytes, last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)], true));
           }
         }
       } else {
@@ -374,15 +376,17 @@ class Builder {
       }
       if (gather_overlap) {
         for (int32_t c = 0; c < v_; ++c) {
-          for (const auto& [lo, hi] : param_buckets(s, c)) {
+          // In forward order: all are ready at step start, and the stream runs them in creation order.
+          const std::vector<std::pair<int64_t, int64_t>> buckets = dp_buckets(s, c);
+          for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
+            const auto [lo, hi] = *b;
             const Bytes bytes = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
             const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
                                        TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
                                          return fmt::format("param all-gather c{} l{}-{} {:.1f} MB", c, lo, hi - 1,
                                                             bytes.to_double() * 1e-6);
                                        });
-            const auto& layers = first_forward_layers[static_cast<size_t>(c)];
-            dep(layers.empty() ? chunk_first_forward[static_cast<size_t>(c)] : layers[static_cast<size_t>(lo)], ag);
+            dep(first_forward_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)], ag);
           }
         }
       }
@@ -390,15 +394,15 @@ class Builder {
     dp_tasks_.push_back(std::move(dp_tasks));
   }
 
-  // The gradient buckets of chunk c as layer ranges [lo, hi) in forward order. Buckets fill from the
-  // top layer down, as gradients arrive in the backward pass; the parameter buffer shares them
-  // (Megatron-Core's ParamAndGradBuffer). A chunk without layers is one bucket.
-  std::vector<std::pair<int64_t, int64_t>> param_buckets(int32_t s, int32_t c) const {
+  // The DP buckets of chunk c as layer ranges [lo, hi), from the top layer down: they fill with whole
+  // layers' gradients as the backward pass produces them, up to bucket_bytes, and the parameter
+  // all-gather uses the same buckets (Megatron-Core's ParamAndGradBuffer, one per model chunk).
+  // A valid plan gives every chunk at least one layer.
+  std::vector<std::pair<int64_t, int64_t>> dp_buckets(int32_t s, int32_t c) const {
     std::vector<std::pair<int64_t, int64_t>> buckets;
-    const int64_t n = n_layers(s, c);
-    int64_t hi = n;
+    int64_t hi = n_layers(s, c);
     double bytes = 0;
-    for (int64_t i = n - 1; i >= 0; --i) {
+    for (int64_t i = hi - 1; i >= 0; --i) {
       bytes += d(piece_params(s, c, i, i + 1)) * d(p_.grad_bytes);
       if (bytes >= d(p_.bucket_bytes) || i == 0) {
         buckets.emplace_back(i, hi);
@@ -406,8 +410,6 @@ class Builder {
         bytes = 0;
       }
     }
-    if (buckets.empty()) buckets.emplace_back(0, n);
-    std::reverse(buckets.begin(), buckets.end());
     return buckets;
   }
 

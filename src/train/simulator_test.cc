@@ -149,6 +149,11 @@ TEST(Simulator, DataParallelReductionIsExposedOnlyWithoutOverlap) {
   // 5 ms queue on the DP stream; the first starts after the first layer's backward (2 ms): they end
   // 2 + 16 x 5 = 82 ms into it, after its 32 ms, so the optimizer waits for them.
   EXPECT_EQ(hidden.step_time, ms(48) * (m - 1) + ms(16) + ms(2) + ms(5) * 16 + opt);
+  // Buckets of 4 layers (16 MB of fp32 gradients): complete when the backward (2 ms a layer) has gone
+  // through their lowest layer, 8, 16, 24 and 32 ms into it; each 5 ms reduction ends before the next
+  // bucket completes, so only the last one's 5 ms follow the backward's 32 ms.
+  plan.bucket_bytes = 16'000'000;
+  EXPECT_EQ(simulate_step(f.model, plan, c, f.cm, comm).step_time, ms(48) * (m - 1) + ms(16) + ms(32) + ms(5) + opt);
 }
 
 // ZeRO-1 with the parameter all-gather overlapped (Megatron-Core's overlap_param_gather): the gathers

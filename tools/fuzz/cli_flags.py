@@ -52,15 +52,13 @@ def run(args):
     try:
         p = subprocess.run([BIN,'-q']+args, capture_output=True, text=True, timeout=60, cwd=WD)
     except subprocess.TimeoutExpired:
-        return ('TIMEOUT', args, '')
+        return ('TIMEOUT', args, '', 'timeout')
     err = p.stderr
     bad = None
     if crash.search(err) or 'internal error' in err or p.returncode not in (0,1,2): bad='CRASH'
     elif p.returncode==2 and len([l for l in err.splitlines() if l.strip()])!=1: bad='MULTILINE'
-    rcs[p.returncode] = rcs.get(p.returncode, 0) + 1
-    return (bad, args, f'rc={p.returncode} '+err[-600:])
+    return (bad, args, f'rc={p.returncode} '+err[-600:], p.returncode)
 jobs=[]
-rcs={}
 only = argv[1:] or list(bases)
 for name in only:
     if name not in bases: sys.exit(f'unknown command {name!r}; one of: ' + ', '.join(bases))
@@ -79,10 +77,12 @@ for name in only:
 jobs = jobs[::EVERY]
 print(len(jobs), 'runs; scratch folder', WD, file=sys.stderr)
 faults = 0
+rcs = {}  # exit code -> runs, counted here rather than in the worker threads
 with cf.ThreadPoolExecutor(int(os.environ.get('J','2'))) as ex:
-    for bad,args,err in ex.map(run, jobs):
+    for bad,args,err,rc in ex.map(run, jobs):
+        rcs[rc] = rcs.get(rc, 0) + 1
         if bad:
             faults += 1
             print(bad, ' '.join(repr(x) if (' ' in x or x=='') else x for x in args), '\n   ', err.strip().replace('\n','\n    ')[:600], flush=True)
-print(f'cli_flags: {len(jobs)} runs (exit codes: ' + ', '.join(f'{k}: {v}' for k, v in sorted(rcs.items())) + f'), {faults} reported')
+print(f'cli_flags: {len(jobs)} runs (exit codes: ' + ', '.join(f'{k}: {v}' for k, v in sorted(rcs.items(), key=str)) + f'), {faults} reported')
 sys.exit(1 if faults else 0)

@@ -74,6 +74,10 @@ def main():
         "fused_fp32_call": None,
     }
 
+    def write_meta():
+        with open(os.path.join(args.out, "megatron_extras.json"), "w") as f:
+            json.dump(meta, f, indent=2)
+
     def row(config, op, variant, pas, m, n, k, ms, flops, note=""):
         tf = f"{flops / (ms * 1e-3) / 1e12:.1f}" if ms else ""
         ms_text = f"{ms:.5f}" if ms else ""
@@ -162,11 +166,9 @@ def main():
                 q.grad = k_.grad = v.grad = None
         del q, k_, v, grad
         torch.cuda.empty_cache()
-        with open(os.path.join(args.out, "megatron_extras.json"), "w") as f:
-            json.dump(meta, f, indent=2)
+        write_meta()  # after each configuration: a run cut short keeps its metadata
     csv.close()
-    with open(os.path.join(args.out, "megatron_extras.json"), "w") as f:
-        json.dump(meta, f, indent=2)
+    write_meta()
 
 
 if __name__ == "__main__":
