@@ -59,7 +59,14 @@ expect net-no-sub 2 "valid subcommands: collective, sweep" -- net
 expect net-ring 0 "all-reduce +ring +flow +16" -- net collective --two-level 2x8 --algo ring --size 16MiB
 expect net-ab 0 "alpha-beta" -- net collective --two-level 2x8 --model alpha-beta
 expect net-nccl 0 "NCCL protocol" -- net collective --two-level 1x8 --model nccl --size 64MiB
-expect net-nccl-bad-algo 2 "--algo: the nccl model runs NCCL's ring" -- net collective --two-level 1x8 --model nccl --algo tree
+expect net-nccl-bad-algo 2 "--algo: the nccl model runs NCCL's ring or NVLS" -- net collective --two-level 1x8 --model nccl --algo tree
+# NVLS: NCCL's choice for large all-reduces on one H100 node (busbw 2(n-1)/(n+1) x 450 x 0.824 x 0.85 x
+# 15/16 = 459.6 GB/s at most: docs/collectives_validation.md); the A100 has no NVLink SHARP.
+expect net-nccl-nvls 0 "all-reduce +nvls +nccl +8 .* 45[0-9]\.[0-9]+$" -- net collective --cluster dgx-h100:1 --model nccl --size 1GiB
+expect net-nccl-nvls-a100 2 "--algo: nvls with --model nccl needs NVLink SHARP.*ampere" -- net collective --cluster dgx-a100:1 --model nccl --algo nvls
+expect net-nvls-two-nodes 2 "--algo: nvls reduces in one NVLink switch, but the 16 ranks do not all meet at one switch" -- net collective --cluster dgx-h100:2 --algo nvls
+expect net-nvls-flow 0 "all-reduce +nvls +flow" -- net collective --cluster dgx-h100:1 --algo nvls --size 64MiB
+expect net-nvls-bcast 2 "broadcast has no 'nvls' algorithm" -- net collective --cluster dgx-h100:1 --op broadcast --algo nvls
 expect net-nccl-bad-cal 2 "unknown calibration 'vidur'; did you mean 'vidur-a100'" -- net collective --two-level 1x8 --model nccl --calibration vidur
 expect net-cluster 0 "all-gather" -- net collective --cluster dgx-h100:2 --op all-gather --size 1MiB
 expect net-sweep 0 "busbw" -- net sweep --two-level 2x4 --min-size 1KiB --max-size 1MiB --factor 4

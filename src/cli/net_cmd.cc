@@ -112,8 +112,23 @@ Model parse_model(const std::string& m) {
   throw InputError(kCl.with_key("--model"), "unknown model '" + m + "'", suggest(m, {"flow", "alpha-beta", "nccl"}));
 }
 
-coll::NcclCalibration parse_calibration(const std::string& c) {
-  if (c == "nccl-tests") return coll::nccl_tests_calibration();
+// The GPU architecture of a --cluster node ("" for --topology and --two-level) and whether its GPUs
+// share an NVSwitch: what NCCL's per-generation constants and NVLS depend on.
+struct ClusterGpu {
+  std::string architecture;
+  bool nvswitch = false;
+};
+ClusterGpu cluster_gpu(Context& ctx, const NetArgs& a) {
+  if (a.cluster.empty()) return {};
+  const auto [node_name, count] = split_count(a.cluster, ':', "--cluster");
+  const io::Catalog& c = ctx.catalog();
+  const hw::NodeSpec& node = c.hw.get_node(node_name, kCl.with_key("--cluster"));
+  const hw::GpuSpec& gpu = c.hw.get_gpu(node.gpu, Where{node.origin, 0, "nodes." + node.name + ".gpu"});
+  return {gpu.architecture, node.intra_node == hw::IntraNode::kNvswitch};
+}
+
+coll::NcclCalibration parse_calibration(const std::string& c, const std::string& architecture) {
+  if (c == "nccl-tests") return coll::nccl_tests_calibration(architecture);
   if (c == "vidur-a100") return coll::vidur_a100_calibration();
   throw InputError(kCl.with_key("--calibration"), "unknown calibration '" + c + "'",
                    suggest(c, {"nccl-tests", "vidur-a100"}));
@@ -140,6 +155,7 @@ struct Setup {
   std::optional<net::LinkOrbits> orbits;  // set when symmetric execution is allowed
   coll::RankModel rank_model;
   coll::NcclCalibration calibration;
+  double nvls_efficiency = 0.0;  // nccl model: NCCL's nvlsEfficiency for the cluster's GPUs, 0 without NVLS
   struct LinkEvent {
     Time at;
     net::LinkId link;
@@ -189,7 +205,9 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
   s.op = coll::parse_op(a.op, kCl.with_key("--op"));
   s.algo = coll::parse_algorithm(a.algo, kCl.with_key("--algo"));
   s.model = parse_model(a.model);
-  s.calibration = parse_calibration(a.calibration);
+  const ClusterGpu cg = cluster_gpu(ctx, a);
+  s.calibration = parse_calibration(a.calibration, cg.architecture);
+  s.nvls_efficiency = coll::nccl_nvls_efficiency(cg.architecture, cg.nvswitch);
   const int32_t gpus = s.topo.num_gpus();
   if (a.ranks < 0) throw InputError(kCl.with_key("--ranks"), "must be positive");
   if (a.ranks > gpus) {
@@ -211,6 +229,13 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
     }
   }
   const int32_t g = s.topo.gpus_per_machine() > 0 ? s.topo.gpus_per_machine() : s.ranks;
+  if (s.algo == coll::Algorithm::kNvls && !coll::share_one_switch(s.topo, s.ranks)) {
+    throw InputError(kCl.with_key("--algo"),
+                     fmt::format("nvls reduces in one NVLink switch, but the {} ranks do not all meet at one switch "
+                                 "(they span {} machines of {} GPUs)",
+                                 s.ranks, (s.ranks + g - 1) / g, g),
+                     "use ring, tree or hier across switch domains");
+  }
   s.options.ranks_per_node = s.ranks % g == 0 ? g : s.ranks;
   s.options.channels = a.channels > 0 ? a.channels : std::min(g, 16);
   if (a.channels < 0) throw InputError(kCl.with_key("--channels"), "must be positive");
@@ -242,11 +267,20 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
     if (s.ranks != gpus) {
       throw InputError(kCl.with_key("--ranks"), "the nccl model runs on every GPU of the topology", "leave out --ranks");
     }
-    const bool ring_ok = s.algo == coll::Algorithm::kAuto || s.algo == coll::Algorithm::kRing ||
-                         (s.algo == coll::Algorithm::kDirect && (s.op == coll::Op::kAllToAll || s.op == coll::Op::kSendRecv));
+    const bool p2p = s.op == coll::Op::kAllToAll || s.op == coll::Op::kSendRecv;
+    const bool ring_ok = s.algo == coll::Algorithm::kAuto || (!p2p && s.algo == coll::Algorithm::kRing) ||
+                         (!p2p && s.algo == coll::Algorithm::kNvls) || (p2p && s.algo == coll::Algorithm::kDirect);
     if (!ring_ok) {
-      throw InputError(kCl.with_key("--algo"), "the nccl model runs NCCL's ring (direct for all-to-all and send-recv)",
-                       "use --algo auto or ring, or --model flow for other algorithms");
+      throw InputError(kCl.with_key("--algo"),
+                       "the nccl model runs NCCL's ring or NVLS (direct for all-to-all and send-recv)",
+                       "use --algo auto, ring or nvls, or --model flow for other algorithms");
+    }
+    if (s.algo == coll::Algorithm::kNvls && s.nvls_efficiency <= 0) {
+      throw InputError(kCl.with_key("--algo"),
+                       "nvls with --model nccl needs NVLink SHARP: a --cluster node with Hopper or Blackwell GPUs on "
+                       "an NVSwitch" + (cg.architecture.empty() ? std::string() : " (this node's GPUs: " + cg.architecture +
+                                                                                      (cg.nvswitch ? "" : ", no NVSwitch") + ")"),
+                       "use --algo ring, or --model flow for a generic in-switch reduction");
     }
     if (!a.slow_gpus.empty() || !a.link_events.empty()) {
       throw InputError(kCl.with_key("--model"), "--slow-gpu and --link-event need --model flow");
@@ -270,11 +304,13 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
   o.algo = s.algo == coll::Algorithm::kAuto ? coll::choose_algorithm(s.op, size, s.ab) : s.algo;
   const auto t0 = std::chrono::steady_clock::now();
   if (s.model == Model::kNccl) {
-    o.algo = s.op == coll::Op::kAllToAll || s.op == coll::Op::kSendRecv ? coll::Algorithm::kDirect : coll::Algorithm::kRing;
     coll::NcclOptions no;
+    no.algorithm = s.algo == coll::Algorithm::kDirect ? coll::Algorithm::kAuto : s.algo;
+    no.nvls_efficiency = s.nvls_efficiency;
     no.channels = s.options.channels;
     no.chunk = s.options.chunk;
     const coll::NcclPrediction pr = coll::predict_nccl(s.topo, s.op, size, s.calibration, no);
+    o.algo = pr.algorithm;
     o.time = pr.time;
     o.stats = pr.flow;
     o.protocol = std::string(coll::protocol_name(pr.protocol));
@@ -335,13 +371,15 @@ void run_collective(Context& ctx, const NetArgs& a) {
         return;
       }
       ++traced;
-      trace.push_back(Json{{"name", fmt::format("{}->{}", m.src, m.dst)},
+      // In-switch collectives (nvls) have messages to and from the switch: its own row, after the ranks.
+      const auto end = [](int32_t r) { return r == coll::kSwitch ? std::string("switch") : std::to_string(r); };
+      trace.push_back(Json{{"name", end(m.src) + "->" + end(m.dst)},
                            {"cat", "flow"},
                            {"ph", "X"},
                            {"ts", m.start.to_us()},
                            {"dur", (m.finish - m.start).to_us()},
                            {"pid", 0},
-                           {"tid", m.src},
+                           {"tid", m.src == coll::kSwitch ? s.ranks : m.src},
                            {"args", {{"bytes", m.size.count()}, {"dst", m.dst}, {"id", m.id}}}});
     };
   }
@@ -444,7 +482,7 @@ void add_common(CLI::App* cmd, NetArgs& a) {
   cmd->add_option("--op", a.op, "all-reduce | all-gather | reduce-scatter | all-to-all | broadcast | reduce | send-recv")
       ->capture_default_str();
   cmd->add_option("--ranks", a.ranks, "ranks (first N GPUs; default: all GPUs of the topology)");
-  cmd->add_option("--algo", a.algo, "auto | ring | tree | halving-doubling | hier | direct")->capture_default_str();
+  cmd->add_option("--algo", a.algo, "auto | ring | tree | halving-doubling | hier | direct | nvls (in-switch reduction: one NVLink switch domain)")->capture_default_str();
   cmd->add_option("--model", a.model,
                   "flow (flow-level max-min simulation) | alpha-beta (closed form) | nccl (flow model with NCCL's "
                   "protocols, latencies and link efficiencies; docs/collectives_validation.md)")

@@ -81,6 +81,17 @@ Time alpha_beta_time(Op op, Algorithm algo, Bytes size, const AlphaBetaParams& p
       const double t_inter = multi_node ? (dn - dg) / dn * S / b2 : 0.0;
       return seconds((dn - 1) * a + std::max(t_intra, t_inter));
     }
+    case Algorithm::kNvls: {
+      // In-switch reduction and multicast (coll/programs.cc NvlsProgram): one switch crossing per phase,
+      // (n+1)/n S per direction for all-reduce, S for reduce-scatter and all-gather.
+      if (multi_node) {
+        throw InputError(w.with_key("algorithm"),
+                         fmt::format("nvls reduces in one NVLink switch: {} ranks span {} nodes of {}", n, (n + g - 1) / g, g),
+                         "use ring, tree or hier across nodes");
+      }
+      if (op == Op::kAllReduce) return seconds(2 * a + (dn + 1) / dn * S / B);
+      return seconds(a + S / B);
+    }
     case Algorithm::kAuto: break;
   }
   throw InputError(w.with_key("algorithm"), fmt::format("{} has no '{}' algorithm", op_name(op), algorithm_name(algo)));

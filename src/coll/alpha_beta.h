@@ -20,6 +20,8 @@
 //     hierarchical a-g, r-s    (g-1) a1 + (g-1)/g S/B1 + (m-1) a2 + (m-1)/m (S/g)/B2
 //     direct all-to-all        (n-1) a + max((g-1)/n S/B1, (n-g)/n S/(B2/o))  (o = oversubscription of the scale-out tier)
 //     send/recv                a + S/B
+//     nvls all-reduce          2 a + (n+1)/n S/B                          (in-switch reduce + multicast; one node)
+//     nvls a-g, r-s            a + S/B
 //   Assumptions: full-duplex links; every rank has its own bandwidth B at each level (no sharing beyond
 //   the stated oversubscription); no compute cost for reductions; power-of-two n for halving-doubling
 //   (otherwise ceil(log2 n) steps, an optimistic bound).

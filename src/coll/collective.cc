@@ -8,7 +8,7 @@ namespace orrery::coll {
 namespace {
 constexpr std::array<std::string_view, 7> kOpNames = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                                                        "broadcast",  "reduce",     "send-recv"};
-constexpr std::array<std::string_view, 6> kAlgoNames = {"auto", "ring", "tree", "halving-doubling", "hier", "direct"};
+constexpr std::array<std::string_view, 7> kAlgoNames = {"auto", "ring", "tree", "halving-doubling", "hier", "direct", "nvls"};
 }  // namespace
 
 std::string_view op_name(Op op) { return kOpNames[static_cast<size_t>(op)]; }
@@ -42,10 +42,10 @@ Algorithm parse_algorithm(std::string_view name, const Where& where) {
 std::vector<Algorithm> algorithms_for(Op op) {
   switch (op) {
     case Op::kAllReduce:
-      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kHierarchical};
+      return {Algorithm::kRing, Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kHierarchical, Algorithm::kNvls};
     case Op::kAllGather:
     case Op::kReduceScatter:
-      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kHierarchical};
+      return {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kHierarchical, Algorithm::kNvls};
     case Op::kAllToAll:
       return {Algorithm::kDirect};
     case Op::kBroadcast:

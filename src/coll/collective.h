@@ -24,7 +24,9 @@ enum class Op { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, k
 
 // kAuto chooses by the alpha-beta cost of the candidates (coll/choice.h), as NCCL's tuner does with
 // its own cost model.
-enum class Algorithm { kAuto, kRing, kTree, kHalvingDoubling, kHierarchical, kDirect };
+// kNvls: NVLink SHARP (NCCL's NVLS), the reduction and the multicast done by the switch that all ranks
+// share (coll/program.h kSwitch); all-reduce, all-gather and reduce-scatter within one switch domain.
+enum class Algorithm { kAuto, kRing, kTree, kHalvingDoubling, kHierarchical, kDirect, kNvls };
 
 std::string_view op_name(Op op);            // "all-reduce"
 std::string_view algorithm_name(Algorithm a);  // "ring"

@@ -3,9 +3,25 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "core/assert.h"
+#include "core/error.h"
 
 namespace orrery::coll {
+
+Time PathProvider::switch_path(int32_t rank, int32_t peer, bool to_switch, std::vector<net::LinkUse>& out) {
+  const Time latency = to_switch ? path(rank, peer, pair_key(rank, peer), out) : path(peer, rank, pair_key(peer, rank), out);
+  if (out.size() != 2) {
+    throw InputError(Where{"", 0, "collective"}.with_key("algorithm"),
+                     fmt::format("an in-switch collective (nvls) needs ranks that meet at one switch, but the route "
+                                 "between ranks {} and {} has {} links",
+                                 rank, peer, out.size()),
+                     "use ring, or nvls within one NVLink switch domain");
+  }
+  out.erase(to_switch ? out.begin() + 1 : out.begin());
+  return Time::ps(latency.picoseconds() / 2);
+}
 
 Time SwitchPaths::path(int32_t src, int32_t dst, uint64_t /*flow_key*/, std::vector<net::LinkUse>& out) {
   out.clear();
@@ -43,9 +59,8 @@ class Runner final : public Issuer, public net::FlowListener {
       free_.pop_back();
       messages_[slot] = Message{src, dst, id, size, now, stream};
     }
-    const uint64_t key = pair_key(src, dst);
-    Time latency = paths_.path(src, dst, key, scratch_);
-    if (!rank_links_.empty()) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(src)], 1});
+    Time latency = route(src, dst, scratch_);
+    if (!rank_links_.empty() && src != kSwitch) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(src)], 1});
     if (orbits_ != nullptr) {
       if (!routes_symmetric(src, dst)) {
         asymmetric = true;
@@ -94,7 +109,7 @@ class Runner final : public Issuer, public net::FlowListener {
     }
     last_ = now;
     if (observer_) observer_(MessageRecord{m.src, m.dst, m.id, m.size, m.start, now});
-    program_.on_send_done(m.src, m.dst, m.id, *this);
+    if (m.src != kSwitch) program_.on_send_done(m.src, m.dst, m.id, *this);
     if (orbits_ == nullptr) {
       program_.on_receive(m.dst, m.src, m.id, *this);
     } else {
@@ -119,12 +134,25 @@ class Runner final : public Issuer, public net::FlowListener {
     if (!down) return;
     for (const net::FlowNetwork::Aborted& a : net_.abort_flows_on(e.link)) {
       const Message& m = messages_[a.tag];
-      const uint64_t key = pair_key(m.src, m.dst);
-      const Time latency = paths_.path(m.src, m.dst, key, scratch_);
-      if (!rank_links_.empty()) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(m.src)], 1});
+      const Time latency = route(m.src, m.dst, scratch_);
+      if (!rank_links_.empty() && m.src != kSwitch) scratch_.push_back(net::LinkUse{rank_links_[static_cast<size_t>(m.src)], 1});
       ++reroutes;
       net_.start_flow(scratch_, latency, a.remaining, this, a.tag);
     }
+  }
+
+  // The links of a message src -> dst into `out`, and its latency; one end may be the switch (kSwitch).
+  Time route(int32_t src, int32_t dst, std::vector<net::LinkUse>& out) {
+    if (src == kSwitch || dst == kSwitch) {
+      const int32_t rank = src == kSwitch ? dst : src;
+      const int32_t peer = rank == 0 ? 1 : 0;
+      if (peer >= program_.ranks()) {
+        out.clear();
+        return Time::zero();
+      }
+      return paths_.switch_path(rank, peer, dst == kSwitch, out);
+    }
+    return paths_.path(src, dst, pair_key(src, dst), out);
   }
 
   // True when every translate (src + t p, dst + t p) routes over the same link orbits, in order, as
@@ -195,9 +223,9 @@ class Runner final : public Issuer, public net::FlowListener {
     std::vector<Queued> queue;
   };
   static uint64_t connection_key(int32_t src, int32_t dst, uint32_t stream) {
-    // 24 bits per rank (16M ranks) and 16 bits of stream.
-    return (static_cast<uint64_t>(static_cast<uint32_t>(src)) << 40) | (static_cast<uint64_t>(static_cast<uint32_t>(dst)) << 16) |
-           (stream & 0xFFFFu);
+    // 24 bits per rank (16M ranks; the switch, kSwitch = -1, is 0xFFFFFF) and 16 bits of stream.
+    const auto rank24 = [](int32_t r) { return static_cast<uint64_t>(static_cast<uint32_t>(r) & 0xFFFFFFu); };
+    return (rank24(src) << 40) | (rank24(dst) << 16) | (stream & 0xFFFFu);
   }
   std::unordered_map<uint64_t, Connection> connections_;
   Time now_() const { return engine_ != nullptr ? engine_->now() : Time::zero(); }

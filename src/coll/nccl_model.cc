@@ -40,6 +40,10 @@ constexpr std::array<int64_t, 3> kHopNvlinkNs{600, 1900, 3400};
 constexpr std::array<int64_t, 3> kHopPciNs{1000, 2500, 5700};
 constexpr std::array<int64_t, 3> kHopNetNs{2700, 4000, 14000};
 
+// NVLS (NCCL 2.19+, src/graph/tuning.cc): baseLat[NVLS] = 0 and hwLat[NVLINK][NVLS][Simple] = 25 us;
+// the latency of a one-machine NVLS collective is that hwLat alone. Simple is its only protocol.
+constexpr int64_t kNvlsLatencyNs = 25000;
+
 // NCCL_P2P_LL_THRESHOLD default (src/enqueue.cc): point-to-point messages up to this size use LL.
 constexpr int64_t kP2pLLThreshold = 16384;
 
@@ -133,14 +137,19 @@ NcclCalibration vidur_a100_calibration() {
   return c;
 }
 
-NcclCalibration nccl_tests_calibration() {
+NcclCalibration nccl_tests_calibration(std::string_view architecture) {
   NcclCalibration c;
   c.name = "nccl-tests";
   c.source = "NCCL's per-link bandwidth constants and the InfiniBand packet format; no harness overhead";
-  // NCCL assumes 20 GB/s per NVLink 3 link (src/graph/topo.h SM80_NVLINK_BW) of 25 GB/s raw: 0.80.
-  // The same fraction is used for NVLink 4 (SM90_NVLINK_BW 20.6 / 25 = 0.824): see the doc.
-  c.collective.scaleup = 20.0 / 25.0;
-  c.p2p.scaleup = 20.0 / 25.0;
+  // NCCL's bandwidth per NVLink link over the raw per-direction rate of that link (src/graph/topo.h):
+  // SM80_NVLINK_BW 20.0 of NVLink 3's 25 GB/s, SM90_NVLINK_BW 20.6 of NVLink 4's 25 GB/s,
+  // SM100_NVLINK_BW 40.1 of NVLink 5's 50 GB/s. Unknown generations get NVLink 3's.
+  double nvlink = 20.0 / 25.0;
+  if (architecture == "hopper") nvlink = 20.6 / 25.0;
+  if (architecture == "blackwell") nvlink = 40.1 / 50.0;
+  if (!architecture.empty()) c.source += fmt::format(" ({} NVLink: {:.3f} of the line rate)", architecture, nvlink);
+  c.collective.scaleup = nvlink;
+  c.p2p.scaleup = nvlink;
   // NCCL's PCIe estimate width x speed / 80 is 75% of the raw rate for every generation.
   c.collective.pcie = 0.75;
   c.p2p.pcie = 0.75;
@@ -150,6 +159,15 @@ NcclCalibration nccl_tests_calibration() {
   c.collective.fabric = kInfinibandPacketEfficiency;
   c.p2p.fabric = kInfinibandPacketEfficiency;
   return c;
+}
+
+double nccl_nvls_efficiency(std::string_view architecture, bool nvswitch) {
+  if (!nvswitch) return 0.0;
+  // NVIDIA/nccl src/graph/tuning.cc nvlsEfficiency[] (per compute-capability class): Volta 0, Ampere 0
+  // (no NVLink SHARP before the third-generation NVSwitch), Hopper 0.85, Blackwell 0.74.
+  if (architecture == "hopper") return 0.85;
+  if (architecture == "blackwell") return 0.74;
+  return 0.0;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -348,6 +366,26 @@ RunResult run_protocol(const net::Topology& topo, TopologyPaths& routes, Op op, 
   return r;
 }
 
+// NVLS over one machine: NvlsProgram with every link at eff x nvlsEfficiency x (c-1)/c (NCCL keeps one
+// of its c NVLS channels for synchronization), no per-message hop latency: NCCL's NVLS latency, one
+// hwLat, is charged once in the launch.
+RunResult run_nvls(const net::Topology& topo, TopologyPaths& routes, Op op, Bytes size, const NcclCalibration& cal,
+                   const NcclOptions& options) {
+  const double channels = static_cast<double>(options.nvls_channels);
+  const double factor = options.nvls_efficiency * (channels - 1) / channels;
+  CalibratedPaths paths(topo, routes, cal.collective, factor, CalibratedPaths::Hops{});
+  des::Engine engine;
+  net::FlowNetwork network(engine, paths.capacities());
+  ProgramOptions po;
+  po.chunk = options.nvls_chunk;
+  po.max_outstanding = options.max_outstanding;
+  auto program = make_program(op, Algorithm::kNvls, topo.num_gpus(), size, po);
+  RunResult r;
+  r.flow = execute(*program, engine, network, paths);
+  r.launch = cal.collective_overhead + Time::ns(kNvlsLatencyNs);
+  return r;
+}
+
 // NCCL enables LL128 on NVLink paths; across nodes it needs a GPUDirect RDMA path (not assumed).
 bool all_hops_scaleup(const net::Topology& topo, int32_t n) {
   const net::Router router(topo);
@@ -372,6 +410,23 @@ NcclPrediction predict_nccl(const net::Topology& topo, Op op, Bytes size, const 
   const int32_t nodes = topo.num_machines();
   const bool p2p = op == Op::kSendRecv || op == Op::kAllToAll;
   const Algorithm algo = p2p ? Algorithm::kDirect : Algorithm::kRing;
+  const bool nvls_op = op == Op::kAllReduce || op == Op::kAllGather || op == Op::kReduceScatter;
+  if (options.algorithm != Algorithm::kAuto && options.algorithm != algo &&
+      !(options.algorithm == Algorithm::kNvls && nvls_op)) {
+    throw InputError(w.with_key("algorithm"),
+                     fmt::format("the nccl model runs {} for {}, not '{}'", algorithm_name(algo), op_name(op),
+                                 algorithm_name(options.algorithm)),
+                     nvls_op ? "use auto, ring or nvls" : "use auto or " + std::string(algorithm_name(algo)));
+  }
+  // One NVLink switch domain: one machine, or several sharing the switch (GB200 NVL72's trays).
+  const bool nvls_possible = nvls_op && options.nvls_efficiency > 0 && share_one_switch(topo, n);
+  if (options.algorithm == Algorithm::kNvls && !nvls_possible) {
+    throw InputError(w.with_key("algorithm"),
+                     options.nvls_efficiency > 0
+                         ? std::string("nvls needs every GPU in one NVLink switch domain")
+                         : std::string("nvls needs NVLink SHARP: Hopper or Blackwell GPUs on an NVSwitch"),
+                     "use ring");
+  }
 
   ProgramOptions po;
   po.channels = options.channels > 0 ? options.channels : g;
@@ -396,12 +451,26 @@ NcclPrediction predict_nccl(const net::Topology& topo, Op op, Bytes size, const 
 
   NcclPrediction best;
   bool have = false;
+  if (options.algorithm == Algorithm::kNvls) candidates.clear();
   for (Protocol p : candidates) {
     const RunResult r = run_protocol(topo, routes, op, algo, size, p, nodes, g, p2p, cal, po);
     const Time t = r.launch + r.flow.time;
     if (!have || t < best.time) {
       best.time = t;
+      best.algorithm = algo;
       best.protocol = p;
+      best.launch = r.launch;
+      best.flow = r.flow;
+      have = true;
+    }
+  }
+  if (nvls_possible && options.algorithm != Algorithm::kRing) {
+    const RunResult r = run_nvls(topo, routes, op, size, cal, options);
+    const Time t = r.launch + r.flow.time;
+    if (!have || t < best.time) {
+      best.time = t;
+      best.algorithm = Algorithm::kNvls;
+      best.protocol = Protocol::kSimple;
       best.launch = r.launch;
       best.flow = r.flow;
       have = true;

@@ -24,8 +24,14 @@
 //         network hop of latency h and rate b, each chunk c costs h + c/b: a ring all-reduce over two
 //         single-GPU machines runs at 1 / (h/c + 1/b). The flow model adds pipelining over chunks,
 //         contention, and which NIC each channel leaves through (channel c crosses at local GPU c-1).
-//   Assumptions: NCCL's ring for every collective but all-to-all (its trees, NVLS and CollNet are not
-//         modelled); send/recv is one message from rank 0 to rank 1, with LL up to 16 KiB
+//         NVLS (NVLink SHARP, Hopper and later NVSwitch systems, one machine): all-reduce, all-gather and
+//         reduce-scatter reduced and multicast by the switch (coll/programs.cc NvlsProgram), t =
+//         overhead + hwLat[NVLINK][NVLS] + T_flow with every link at eff x nvlsEfficiency x (c-1)/c (c =
+//         NCCL's 16 NVLS channels, one kept for synchronization): for all-reduce on 8 GPUs busbw ->
+//         2(n-1)/(n+1) x eff x 0.85 x 15/16 x raw. Considered beside the ring when the GPUs support it
+//         (NcclOptions::nvls_efficiency > 0) and every rank meets the others at one switch; the faster wins.
+//   Assumptions: NCCL's ring for every collective but all-to-all, plus NVLS where enabled (its trees and
+//         CollNet are not modelled); send/recv is one message from rank 0 to rank 1, with LL up to 16 KiB
 //         (NCCL_P2P_LL_THRESHOLD) and Simple above; LL128 is enabled only on rings whose every hop is
 //         scale-up (NCCL needs NVLink, and across machines a GPUDirect RDMA path, not assumed); the
 //         reduction costs nothing beyond the efficiency; channels = GPUs per machine.
@@ -34,7 +40,8 @@
 //         every measured configuration, and what the model gets wrong.
 //   Parameters: NcclCalibration; each constant of the two calibrations cites its source or its fit
 //         (nccl_model.cc).
-//   Citations: NVIDIA/nccl src/graph/tuning.cc (baseLat, hwLat, protocol factors; commit b6475625),
+//   Citations: NVIDIA/nccl src/graph/tuning.cc (baseLat, hwLat, protocol factors; commit b6475625;
+//         NVLS: nvlsEfficiency, hwLat[NVLINK][NVLS] and the (nChannels-1)/nChannels factor of NCCL 2.19+),
 //         src/graph/topo.h, topo.cc (the per-link NVLink and PCIe bandwidths NCCL assumes),
 //         src/enqueue.cc (P2P LL threshold); nccl-tests doc/PERFORMANCE.md (algbw, busbw); vidur
 //         (Agrawal et al., MLSys 2024) for the A100 measurements.
@@ -101,10 +108,22 @@ struct NcclCalibration {
 // (docs/collectives_validation.md, "Protocol").
 NcclCalibration vidur_a100_calibration();
 // nccl-tests conditions (large messages, many iterations, GPUDirect RDMA): link efficiencies from
-// NCCL's own bandwidth constants and the InfiniBand packet format; no harness overhead.
-NcclCalibration nccl_tests_calibration();
+// NCCL's own bandwidth constants and the InfiniBand packet format; no harness overhead. The NVLink
+// efficiency is NCCL's per-link figure for the GPU generation (`architecture` as in the GPU catalog:
+// ampere 20/25, hopper 20.6/25, blackwell 40.1/50; any other, or empty, NVLink 3's 0.80).
+NcclCalibration nccl_tests_calibration(std::string_view architecture = {});
+
+// NCCL's nvlsEfficiency for GPUs of `architecture` on an NVSwitch (hopper 0.85, blackwell 0.74), or 0
+// when NVLink SHARP is not available (earlier GPUs, or no NVSwitch: `nvswitch` false).
+double nccl_nvls_efficiency(std::string_view architecture, bool nvswitch);
 
 struct NcclOptions {
+  // kAuto: the fastest of the ring's protocols and, where enabled, NVLS; kRing or kNvls: only that one
+  // (kNvls throws InputError when nvls_efficiency is 0 or the ranks do not share one switch).
+  Algorithm algorithm = Algorithm::kAuto;
+  double nvls_efficiency = 0.0;       // nccl_nvls_efficiency(); 0: no NVLink SHARP
+  int32_t nvls_channels = 16;         // NCCL_NVLS_NCHANNELS default
+  Bytes nvls_chunk = Bytes::KiB(128); // NCCL_NVLS_CHUNKSIZE default
   bool choose_protocol = true;        // false: use `protocol`
   Protocol protocol = Protocol::kSimple;
   int32_t channels = 0;               // 0: GPUs per machine (a ring leaves each machine through every NIC)
@@ -114,7 +133,8 @@ struct NcclOptions {
 
 struct NcclPrediction {
   Time time;          // launch + flow
-  Protocol protocol;  // the one chosen (or forced)
+  Algorithm algorithm = Algorithm::kRing;  // ring, direct (all-to-all, send/recv) or nvls
+  Protocol protocol;  // the one chosen (or forced); Simple for NVLS
   Time launch;        // the fixed part: baseLat + overhead
   ExecutionStats flow;
 };

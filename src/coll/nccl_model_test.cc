@@ -175,5 +175,79 @@ TEST(NcclModel, RejectsATopologyWithOneGpu) {
                InputError);
 }
 
+// ---- NVLS ------------------------------------------------------------------------------------------
+TEST(NcclModel, NvlsRunsTheSwitchProgramAtItsOwnEfficiencyAndLatency) {
+  // 8 GPUs on an NVSwitch at 400 GB/s, the plain calibration (efficiency 1, 10 us per call), NVLS
+  // efficiency 0.8 over 16 channels: links at 400 x 0.8 x 15/16 = 300 GB/s. S = 24 MiB with 3 MiB chunks
+  // (one per slice), so the four hops run in turn (coll/programs.cc): 24 MiB / 300 GB/s = 83.88608 us of
+  // reads, 3 MiB / 300 GB/s = 10.48576 us down to the owner and as much back up, 83.88608 us of
+  // multicast: 188.74368 us, no per-hop latency; launch 10 + 25 (hwLat[NVLINK][NVLS]) = 35 us.
+  const net::Topology node = nvswitch_machines(1, 8, Bandwidth(400e9), Bandwidth(25e9));
+  NcclOptions o;
+  o.algorithm = Algorithm::kNvls;
+  o.nvls_efficiency = 0.8;
+  o.nvls_chunk = Bytes::MiB(3);
+  const NcclPrediction p = predict_nccl(node, Op::kAllReduce, Bytes::MiB(24), plain(), o);
+  EXPECT_EQ(p.algorithm, Algorithm::kNvls);
+  EXPECT_EQ(p.protocol, Protocol::kSimple);
+  EXPECT_EQ(p.launch, Time::us(35));
+  EXPECT_NEAR(p.time.to_us(), 35 + 188.74368, 1e-3);
+}
+
+TEST(NcclModel, NvlsWinsLargeAllReducesAndTheRingSmallOnes) {
+  // Same node, NVLS efficiency 0.85 (Hopper): NVLS links at 400 x 0.85 x 15/16 = 318.75 GB/s.
+  // 256 MiB: ring Simple 1.75 x 256 MiB / 400 GB/s = 1174 us; NVLS 1.125 x 256 MiB / 318.75 GB/s = 947
+  // us: NVLS. 32 KiB: ring LL 10 + 6.6 + 14 x 0.6 = 25 us + 1.75 x 32 KiB / 100 GB/s = 0.6 us; NVLS at
+  // least 10 + 25 = 35 us: the ring. Reduce-scatter and all-gather move S per link with NVLS against
+  // the ring's 7/8 S: the ring, at any size. Without NVLS efficiency (A100) it is never considered.
+  const net::Topology node = nvswitch_machines(1, 8, Bandwidth(400e9), Bandwidth(25e9));
+  NcclOptions o;
+  o.nvls_efficiency = 0.85;
+  EXPECT_EQ(predict_nccl(node, Op::kAllReduce, Bytes::MiB(256), plain(), o).algorithm, Algorithm::kNvls);
+  EXPECT_EQ(predict_nccl(node, Op::kAllReduce, Bytes::KiB(32), plain(), o).algorithm, Algorithm::kRing);
+  EXPECT_EQ(predict_nccl(node, Op::kReduceScatter, Bytes::MiB(256), plain(), o).algorithm, Algorithm::kRing);
+  EXPECT_EQ(predict_nccl(node, Op::kAllGather, Bytes::MiB(256), plain(), o).algorithm, Algorithm::kRing);
+  o.nvls_efficiency = 0.0;
+  EXPECT_EQ(predict_nccl(node, Op::kAllReduce, Bytes::MiB(256), plain(), o).algorithm, Algorithm::kRing);
+  // Forcing the ring keeps it.
+  o.nvls_efficiency = 0.85;
+  o.algorithm = Algorithm::kRing;
+  EXPECT_EQ(predict_nccl(node, Op::kAllReduce, Bytes::MiB(256), plain(), o).algorithm, Algorithm::kRing);
+}
+
+TEST(NcclModel, NvlsNeedsSharpGpusOneSwitchAndAReduction) {
+  const net::Topology node = nvswitch_machines(1, 8, Bandwidth(400e9), Bandwidth(25e9));
+  NcclOptions o;
+  o.algorithm = Algorithm::kNvls;
+  EXPECT_THROW(predict_nccl(node, Op::kAllReduce, Bytes::MiB(64), plain(), o), InputError);  // efficiency 0
+  o.nvls_efficiency = 0.85;
+  EXPECT_THROW(predict_nccl(node, Op::kBroadcast, Bytes::MiB(64), plain(), o), InputError);
+  EXPECT_THROW(predict_nccl(nvswitch_machines(2, 8, Bandwidth(400e9), Bandwidth(25e9)), Op::kAllReduce, Bytes::MiB(64),
+                            plain(), o),
+               InputError);
+  o.algorithm = Algorithm::kTree;
+  EXPECT_THROW(predict_nccl(node, Op::kAllReduce, Bytes::MiB(64), plain(), o), InputError);
+  // Two machines with NVLS enabled but not forced: the ring, as NCCL without CollNet (NVLS across
+  // machines is NVLS_TREE over SHARP switches, not modelled).
+  o.algorithm = Algorithm::kAuto;
+  EXPECT_EQ(predict_nccl(nvswitch_machines(2, 8, Bandwidth(400e9), Bandwidth(25e9)), Op::kAllReduce, Bytes::MiB(64),
+                         plain(), o)
+                .algorithm,
+            Algorithm::kRing);
+}
+
+TEST(NcclModel, PerGenerationConstantsAreNcclsOwn) {
+  // NVIDIA/nccl src/graph/tuning.cc nvlsEfficiency: Ampere 0, Hopper 0.85, Blackwell 0.74; src/graph/topo.h
+  // SM80/SM90/SM100_NVLINK_BW 20.0, 20.6, 40.1 GB/s per link of 25, 25, 50 GB/s.
+  EXPECT_EQ(nccl_nvls_efficiency("ampere", true), 0.0);
+  EXPECT_EQ(nccl_nvls_efficiency("hopper", true), 0.85);
+  EXPECT_EQ(nccl_nvls_efficiency("blackwell", true), 0.74);
+  EXPECT_EQ(nccl_nvls_efficiency("hopper", false), 0.0);
+  EXPECT_DOUBLE_EQ(nccl_tests_calibration().collective.scaleup, 0.80);
+  EXPECT_DOUBLE_EQ(nccl_tests_calibration("ampere").collective.scaleup, 0.80);
+  EXPECT_DOUBLE_EQ(nccl_tests_calibration("hopper").collective.scaleup, 0.824);
+  EXPECT_DOUBLE_EQ(nccl_tests_calibration("blackwell").p2p.scaleup, 0.802);
+}
+
 }  // namespace
 }  // namespace orrery::coll

@@ -16,6 +16,15 @@
 
 namespace orrery::coll {
 
+// The switch pseudo-rank. A message to kSwitch ends at the first switch on the sender's routes (it
+// crosses only the sender's link into that switch); a message from kSwitch starts there and crosses
+// only the last link into its destination. That is an in-switch reduction or multicast (NVLink SHARP,
+// NCCL's NVLS: the switch sums what the ranks push into it and copies what one rank stores to all of
+// them). A message's arrival at the switch is delivered as on_receive(kSwitch, src, id); messages from
+// the switch get no on_send_done. Every rank of such a program must reach the others through one switch
+// (PathProvider::switch_path checks it).
+inline constexpr int32_t kSwitch = -1;
+
 // Where a program's messages go.
 //
 // A connection is (src, dst, stream): messages on one connection drain in FIFO order (the next one's

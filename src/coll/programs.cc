@@ -508,6 +508,106 @@ class DirectProgram final : public Program {
   int32_t peer_;
 };
 
+// ---------------------------------------------------------------------------------------------------
+// NVLink SHARP (NCCL's NVLS algorithm on Hopper and later NVSwitch systems): the switch reduces and
+// multicasts (coll/program.h kSwitch). Rank j owns slice j (S/n bytes) of the buffer and works through
+// it chunk by chunk, as NCCL's NVLS kernel does (its warps load-reduce a chunk, then store it):
+//   reduce (all-reduce, reduce-scatter): j's multimem.ld_reduce of chunk (j, c) makes the switch read
+//     every rank's copy (a push from each rank into the switch); when all n have arrived the switch
+//     sends the sum down to j;
+//   multicast (all-reduce, all-gather): j's multimem.st pushes the chunk (the sum, or its own data) up
+//     and the switch copies it down to every rank, j included.
+// The owner keeps at most max_outstanding chunks of its slice in flight (requested and not yet stored,
+// or for reduce-scatter not yet summed back): the reads every rank serves are paced by the owners, so
+// the reduction and the multicast stay in step on every link. Bytes per rank and direction: all-reduce
+// S (n+1)/n each way; reduce-scatter S up, S/n down; all-gather S/n up, S down. On links of B per
+// direction t -> S (n+1)/n / B for all-reduce and S / B for the other two, against the ring's
+// 2(n-1)/n S / B and (n-1)/n S / B: NVLS is faster for all-reduce only (nccl-tests busbw
+// 2(n-1)/(n+1) B, 1.56 B at n = 8, against the ring's B) and frees the SMs a ring spends on reductions.
+class NvlsProgram final : public Program {
+ public:
+  NvlsProgram(int32_t n, Op op, Bytes size, Bytes chunk, int32_t max_outstanding)
+      : n_(n), reduce_(op != Op::kAllGather), multicast_(op != Op::kReduceScatter), max_out_(static_cast<uint32_t>(max_outstanding)) {
+    const Bytes slice(size.count() / n_);
+    chunks_ = static_cast<uint32_t>(chunks_for(slice, chunk));
+    chunk_size_ = Bytes(slice.count() / chunks_);
+    requested_.assign(static_cast<size_t>(n_), 0);
+    done_.assign(static_cast<size_t>(n_), 0);
+    arrived_.assign(static_cast<size_t>(n_) * chunks_, 0);
+  }
+  int32_t ranks() const override { return n_; }
+  uint64_t messages_per_rank() const override {
+    return (reduce_ ? static_cast<uint64_t>(n_) * chunks_ : 0) + (multicast_ ? chunks_ : 0);
+  }
+  void start(int32_t rank, Issuer& out) override {
+    if (n_ >= 2) request(rank, out);
+  }
+  void on_send_done(int32_t rank, int32_t /*dst*/, uint64_t id, Issuer& out) override {
+    // The owner's store of a chunk has reached the switch: the chunk leaves its window.
+    if (decode(id).phase == 1) finish(rank, out);
+  }
+  void on_receive(int32_t rank, int32_t /*src*/, uint64_t id, Issuer& out) override {
+    const Decoded d = decode(id);
+    if (rank == kSwitch) {
+      if (d.phase == 0) {
+        uint32_t& a = arrived_[static_cast<size_t>(d.slice) * chunks_ + d.chunk];
+        if (++a == static_cast<uint32_t>(n_)) out.send(kSwitch, d.slice, chunk_size_, id, stream(0, d.slice));
+      } else {
+        for (int32_t r = 0; r < n_; ++r) out.send(kSwitch, r, chunk_size_, id, stream(1, d.slice));
+      }
+      return;
+    }
+    if (d.phase != 0) return;  // a multicast copy: final
+    // A sum arrived at its owner: all-reduce stores it to every rank; reduce-scatter is done with it.
+    if (multicast_) {
+      out.send(rank, kSwitch, chunk_size_, encode(1, d.slice, d.chunk), stream(1, d.slice));
+    } else {
+      finish(rank, out);
+    }
+  }
+
+ private:
+  struct Decoded {
+    uint32_t phase;  // 0: reduce, 1: multicast
+    int32_t slice;
+    uint32_t chunk;
+  };
+  static uint64_t encode(uint32_t phase, int32_t slice, uint32_t chunk) {
+    return (static_cast<uint64_t>(phase) << 62) | (static_cast<uint64_t>(static_cast<uint32_t>(slice)) << 32) | chunk;
+  }
+  static Decoded decode(uint64_t id) {
+    return {static_cast<uint32_t>(id >> 62), static_cast<int32_t>((id >> 32) & 0x3FFFFFFFu), static_cast<uint32_t>(id & 0xFFFFFFFFu)};
+  }
+  // Reduce traffic of slice j on stream j, multicast traffic on stream n + j: separate connections,
+  // so that a store does not queue behind the reads of later chunks.
+  uint32_t stream(uint32_t phase, int32_t slice) const { return phase * static_cast<uint32_t>(n_) + static_cast<uint32_t>(slice); }
+  void finish(int32_t owner, Issuer& out) {
+    ++done_[static_cast<size_t>(owner)];
+    request(owner, out);
+  }
+  // Starts the owner's next chunks while its window has room: the reads of every rank's copy
+  // (reduce), or the owner's own store (all-gather).
+  void request(int32_t owner, Issuer& out) {
+    const size_t j = static_cast<size_t>(owner);
+    while (requested_[j] < chunks_ && requested_[j] < done_[j] + max_out_) {
+      const uint32_t c = requested_[j]++;
+      if (reduce_) {
+        for (int32_t r = 0; r < n_; ++r) out.send(r, kSwitch, chunk_size_, encode(0, owner, c), stream(0, owner));
+      } else {
+        out.send(owner, kSwitch, chunk_size_, encode(1, owner, c), stream(1, owner));
+      }
+    }
+  }
+  int32_t n_;
+  bool reduce_;
+  bool multicast_;
+  uint32_t max_out_;
+  uint32_t chunks_ = 1;
+  Bytes chunk_size_;
+  std::vector<uint32_t> requested_, done_;  // per owner: chunks started, chunks out of the window
+  std::vector<uint32_t> arrived_;           // per (slice, chunk): copies the switch has received
+};
+
 }  // namespace
 
 std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes size, const ProgramOptions& o) {
@@ -588,6 +688,8 @@ std::unique_ptr<Program> make_program(Op op, Algorithm algo, int32_t n, Bytes si
         }
       }
       return std::make_unique<DirectProgram>(n, size, op == Op::kAllToAll, root, o.peer);
+    case Algorithm::kNvls:
+      return std::make_unique<NvlsProgram>(n, op, size, o.chunk, o.max_outstanding);
     case Algorithm::kAuto: break;
   }
   throw InputError(w.with_key("algorithm"), "choose an algorithm before building a program");

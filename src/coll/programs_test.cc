@@ -320,5 +320,93 @@ TEST(FlowPrograms, SameInputsGiveIdenticalResults) {
   EXPECT_EQ(a.events, b.events);
 }
 
+// ---- NVLS: the switch reduces and multicasts (NvlsProgram) -----------------------------------------
+// SwitchPaths(8, 100 GB/s, a = 1 us): a message into or out of the switch crosses one link and pays
+// a/2 = 0.5 us. S = 8 MiB, slices S/n = 1 MiB; with chunk = 1 MiB every slice is one message.
+TEST(Nvls, AllReduceOfOneChunkPerSliceRunsItsFourHopsInTurn) {
+  // (1) every rank pushes its 8 slices at once, 8 flows on its uplink: 0.5 + 8 MiB / B = 0.5 + 83.88608;
+  // (2) the switch sends each sum to its owner, one flow per downlink: 0.5 + 1 MiB / B = 0.5 + 10.48576;
+  // (3) each owner pushes its sum up, alone on its uplink: 0.5 + 10.48576;
+  // (4) the switch copies every slice to every rank, 8 flows per downlink: 0.5 + 83.88608.
+  // T = 2 + 2 x 83.88608 + 2 x 10.48576 = 190.74368 us.
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  ProgramOptions o;
+  o.chunk = Bytes::MiB(1);
+  const ExecutionStats s = run_on(paths, Op::kAllReduce, Algorithm::kNvls, 8, Bytes::MiB(8), o);
+  EXPECT_EQ(s.time, Time::ps(190'743'680));
+  // Bytes moved: pushes n S, sums down S, sums up S, copies n S: 2 (n + 1) S = 18 x 8 MiB.
+  EXPECT_EQ(s.bytes.count(), 18 * Bytes::MiB(8).count());
+  // Reduce-scatter is steps (1) and (2): 95.37184 us; all-gather is (3) and (4) with each rank's own
+  // slice: the same 95.37184 us. Each moves (n + 1) S.
+  const ExecutionStats rs = run_on(paths, Op::kReduceScatter, Algorithm::kNvls, 8, Bytes::MiB(8), o);
+  EXPECT_EQ(rs.time, Time::ps(95'371'840));
+  EXPECT_EQ(rs.bytes.count(), 9 * Bytes::MiB(8).count());
+  const ExecutionStats ag = run_on(paths, Op::kAllGather, Algorithm::kNvls, 8, Bytes::MiB(8), o);
+  EXPECT_EQ(ag.time, Time::ps(95'371'840));
+  EXPECT_EQ(ag.bytes.count(), 9 * Bytes::MiB(8).count());
+}
+
+TEST(Nvls, PipelinedAllReduceApproachesNPlusOneOverNTimesSOverB) {
+  // With 64 KiB chunks (16 per slice, 8 in flight per owner) the four hops overlap. Every uplink and
+  // every downlink carries (n+1)/n S = 9 MiB, so T >= 9 MiB / 100 GB/s = 94.37184 us. The downlinks
+  // idle while the first chunks are read and summed, and the last multicasts drain alone: the bound is
+  // not reached, but overlapping keeps T within 20% of it (113.246208 us), where a reduction followed
+  // by the multicast would take at least 2 x 8 MiB / B = 167.77216 us. The ring's 2(n-1)/n S / B alone
+  // is 146.8 us. The closed form of alpha_beta.h, 2a + (n+1)/n S/B, gives 96.37184 us.
+  SwitchPaths paths(8, Bandwidth(100e9), Time::us(1));
+  ProgramOptions o;
+  o.chunk = Bytes::KiB(64);
+  const ExecutionStats s = run_on(paths, Op::kAllReduce, Algorithm::kNvls, 8, Bytes::MiB(8), o);
+  EXPECT_GE(s.time, Time::ps(94'371'840));
+  EXPECT_LE(s.time, Time::ps(113'246'208));
+  AlphaBetaParams p;
+  p.ranks = 8;
+  p.ranks_per_node = 8;
+  p.intra = Level{Time::us(1), Bandwidth(100e9)};
+  EXPECT_EQ(alpha_beta_time(Op::kAllReduce, Algorithm::kNvls, Bytes::MiB(8), p), Time::ps(96'371'840));
+}
+
+TEST(Nvls, RanksThatDoNotShareOneSwitchAreAnInputError) {
+  // Two 8-GPU machines: a GPU reaches the other machine's GPUs through its NIC and the fabric, not
+  // through the NVSwitch, so there is no one switch to reduce in. One machine works.
+  const auto h100_machines = [](int32_t m) {
+    net::FatTreeSpec f;
+    f.machines = m;
+    f.scaleup_bandwidth = Bandwidth(450e9);  // 8 GPUs per machine on an NVSwitch (the defaults)
+    f.pcie_bandwidth = Bandwidth(64e9);
+    f.nic_bandwidth = Bandwidth(50e9);
+    return net::fat_tree(f);
+  };
+  const net::Topology two = h100_machines(2);
+  TopologyPaths across(two);
+  EXPECT_THROW(run_on(across, Op::kAllReduce, Algorithm::kNvls, 16, Bytes::MiB(8)), InputError);
+  const net::Topology one = h100_machines(1);
+  EXPECT_FALSE(share_one_switch(two, 16));
+  EXPECT_TRUE(share_one_switch(two, 8));  // the first machine's 8 ranks
+  EXPECT_TRUE(share_one_switch(one, 8));
+  // A GB200 NVL72 rack: 18 trays of 4 GPUs on one NVLink switch domain: all 72 meet at one switch.
+  net::FatTreeSpec rack;
+  rack.machines = 18;
+  rack.gpus_per_machine = 4;
+  rack.scaleup_domain_machines = 18;
+  rack.scaleup_bandwidth = Bandwidth(900e9);
+  rack.pcie_bandwidth = Bandwidth(64e9);
+  rack.nic_bandwidth = Bandwidth(50e9);
+  EXPECT_TRUE(share_one_switch(net::fat_tree(rack), 72));
+  TopologyPaths within(one);
+  const ExecutionStats s = run_on(within, Op::kAllReduce, Algorithm::kNvls, 8, Bytes::MiB(8));
+  EXPECT_EQ(s.bytes.count(), 18 * Bytes::MiB(8).count());
+  // At 450 GB/s per direction: at least 9 MiB / 450 GB/s = 20.97152 us.
+  EXPECT_GE(s.time, Time::ps(20'971'520));
+  // Across nodes the closed form refuses too.
+  AlphaBetaParams p;
+  p.ranks = 16;
+  p.ranks_per_node = 8;
+  p.intra = Level{Time::us(1), Bandwidth(450e9)};
+  p.inter = Level{Time::us(2), Bandwidth(50e9)};
+  EXPECT_THROW(alpha_beta_time(Op::kAllReduce, Algorithm::kNvls, Bytes::MiB(8), p), InputError);
+  EXPECT_THROW(make_program(Op::kBroadcast, Algorithm::kNvls, 8, Bytes::MiB(8), {}), InputError);
+}
+
 }  // namespace
 }  // namespace orrery::coll

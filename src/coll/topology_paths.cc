@@ -123,6 +123,16 @@ std::vector<Bandwidth> TopologyPaths::capacities() const {
   return caps;
 }
 
+bool share_one_switch(const net::Topology& topo, int32_t ranks) {
+  const net::Router router(topo);
+  for (int32_t r = 0; r < ranks; ++r) {
+    const int32_t peer = r == 0 ? 1 : 0;
+    if (peer >= ranks) break;
+    if (router.gpu_route(r, peer).links.size() != 2 || router.gpu_route(peer, r).links.size() != 2) return false;
+  }
+  return true;
+}
+
 AlphaBetaParams alpha_beta_params(const net::Topology& topo, int32_t ranks) {
   AlphaBetaParams p;
   p.ranks = ranks;

@@ -49,6 +49,11 @@ class TopologyPaths final : public PathProvider {
   std::vector<net::LinkUse> arena_;
 };
 
+// Whether ranks [0, ranks) of `topo` meet at one switch: every route between rank 0 and another of them
+// is two links (GPU -> switch -> GPU), as an in-switch collective (nvls) needs. True for one machine on
+// an NVSwitch and for a multi-machine NVLink domain (GB200 NVL72); false across a network.
+bool share_one_switch(const net::Topology& topo, int32_t ranks);
+
 // Alpha-beta parameters seen by `ranks` ranks of `topo`: level 1 from the route rank 0 -> rank 1 (same
 // machine), level 2 from rank 0 -> rank g (next machine): its latency and bottleneck bandwidth.
 AlphaBetaParams alpha_beta_params(const net::Topology& topo, int32_t ranks);

@@ -411,8 +411,10 @@ TEST_F(VidurNetwork, CalibrationIsTheFitOfTheTwoRankFiles) {
 // group, PCIe at width x speed / 80, i.e. 75%) and the InfiniBand packet format; no harness overhead.
 // The NVLink fraction, 0.80, is NCCL's NVLink 3 (A100) figure, applied unchanged to NVLink 4 (H100).
 
-double ring_all_reduce_busbw_gbps(const net::Topology& topo, Bytes size) {
-  const NcclPrediction p = predict_nccl(topo, Op::kAllReduce, size, nccl_tests_calibration());
+// NCCL's ring (NCCL_ALGO=RING): NVLS is not considered.
+double ring_all_reduce_busbw_gbps(const net::Topology& topo, Bytes size, std::string_view architecture = {}) {
+  const NcclPrediction p = predict_nccl(topo, Op::kAllReduce, size, nccl_tests_calibration(architecture));
+  EXPECT_EQ(p.algorithm, Algorithm::kRing);
   return nccl_bandwidths(Op::kAllReduce, size, topo.num_gpus(), p.time).busbw.bytes_per_second() / 1e9;
 }
 
@@ -440,13 +442,34 @@ TEST(PublishedRanges, EightA100RingAllReduceBusbwIs230To250GBps) {
 
 TEST(PublishedRanges, EightH100RingAllReduceBusbwIsAbout370GBps) {
   // 8 x H100 SXM (NVLink 4, 450 GB/s per direction; catalog h100-sxm) on NVSwitch, ring (NCCL_ALGO=RING,
-  // no NVLS), 1 GiB: 0.80 x 450 = 360 GB/s less 0.5% latency. collectives.md: "about 370 GB/s per
-  // direction with ring" (NCCL: "~20% protocol overhead", nccl-tests issue 212). Accepted: 370 +- 5%.
+  // no NVLS), 1 GiB: NCCL's Hopper NVLink figure, 20.6 of 25 GB/s per link, x 450 = 370.8 GB/s, less
+  // 0.5% latency (8.4 + 14 x 3.4 us in ~5 ms) = 368.9 GB/s. collectives.md: "about 370 GB/s per direction
+  // with ring" (NCCL: "~20% protocol overhead", nccl-tests issue 212). Accepted: 370 +- 5%.
   const double busbw = ring_all_reduce_busbw_gbps(one_node(8, Bandwidth(450e9), Bandwidth(64e9), Bandwidth(50e9)),
-                                                  Bytes::GiB(1));
+                                                  Bytes::GiB(1), "hopper");
   std::cout << fmt::format("Expectation: about 370 GB/s (351.5-388.5); Actual: {:.1f} GB/s\n", busbw);
   EXPECT_GE(busbw, 370.0 * 0.95);
   EXPECT_LE(busbw, 370.0 * 1.05);
+}
+
+TEST(PublishedRanges, EightH100NvlsAllReduceBusbwIs450To480GBps) {
+  // The same node with NVLink SHARP, as NCCL runs it by default on H100 (NCCL picks NVLS; so does the
+  // model, being faster). Per GPU and direction NVLS moves (n+1)/n S (coll/programs.cc NvlsProgram) at
+  // 450 GB/s x 0.824 (NCCL's Hopper NVLink figure) x 0.85 (NCCL's nvlsEfficiency for Hopper) x 15/16
+  // (one of NCCL's 16 NVLS channels synchronizes) = 295.5 GB/s, so busbw = 2(n-1)/n x S / t =
+  // 2(n-1)/(n+1) x 295.5 = 459.6 GB/s, less the 25 us NVLS latency and the pipeline's fill and drain
+  // (128 KiB chunks) at 1 GiB. collectives.md: "busbw about 450-480 GB/s with NVLS" (nccl-tests
+  // issue 290).
+  const net::Topology topo = one_node(8, Bandwidth(450e9), Bandwidth(64e9), Bandwidth(50e9));
+  NcclOptions o;
+  o.nvls_efficiency = nccl_nvls_efficiency("hopper", true);
+  const Bytes size = Bytes::GiB(1);
+  const NcclPrediction p = predict_nccl(topo, Op::kAllReduce, size, nccl_tests_calibration("hopper"), o);
+  const double busbw = nccl_bandwidths(Op::kAllReduce, size, 8, p.time).busbw.bytes_per_second() / 1e9;
+  std::cout << fmt::format("Expectation: 450-480 GB/s; Actual: {:.1f} GB/s ({})\n", busbw, algorithm_name(p.algorithm));
+  EXPECT_EQ(p.algorithm, Algorithm::kNvls);
+  EXPECT_GE(busbw, 450.0);
+  EXPECT_LE(busbw, 480.0);
 }
 
 TEST(PublishedRanges, NdrNicRingAllReduceBusbwIs46To48GBps) {
