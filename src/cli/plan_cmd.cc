@@ -452,7 +452,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   add_fabric_options(c, a->fabric);
   c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
   c->add_option("--precision", a->precision, "bf16 | fp16 | fp8 (fixed for every plan)")->capture_default_str();
-  c->add_option("--max-tp", a->max_tp, "largest TP degree (0 = GPUs per node)")->capture_default_str();
+  c->add_option("--max-tp", a->max_tp, "largest TP degree (0 = GPUs per node; 8 on a larger NVLink domain such as GB200 NVL72)")->capture_default_str();
   c->add_option("--max-pp", a->max_pp, "largest PP degree (0 = layers)")->capture_default_str();
   c->add_option("--max-cp", a->max_cp, "largest CP degree (powers of two; 1 = no CP, 0 = no limit)")->capture_default_str();
   c->add_option("--max-ep", a->max_ep, "largest EP degree for MoE models (0 = experts)")->capture_default_str();

@@ -141,12 +141,7 @@ NcclCalibration nccl_tests_calibration(std::string_view architecture) {
   NcclCalibration c;
   c.name = "nccl-tests";
   c.source = "NCCL's per-link bandwidth constants and the InfiniBand packet format; no harness overhead";
-  // NCCL's bandwidth per NVLink link over the raw per-direction rate of that link (src/graph/topo.h):
-  // SM80_NVLINK_BW 20.0 of NVLink 3's 25 GB/s, SM90_NVLINK_BW 20.6 of NVLink 4's 25 GB/s,
-  // SM100_NVLINK_BW 40.1 of NVLink 5's 50 GB/s. Unknown generations get NVLink 3's.
-  double nvlink = 20.0 / 25.0;
-  if (architecture == "hopper") nvlink = 20.6 / 25.0;
-  if (architecture == "blackwell") nvlink = 40.1 / 50.0;
+  const double nvlink = nccl_nvlink_efficiency(architecture);
   if (!architecture.empty()) c.source += fmt::format(" ({} NVLink: {:.3f} of the line rate)", architecture, nvlink);
   c.collective.scaleup = nvlink;
   c.p2p.scaleup = nvlink;
@@ -161,6 +156,15 @@ NcclCalibration nccl_tests_calibration(std::string_view architecture) {
   return c;
 }
 
+double nccl_nvlink_efficiency(std::string_view architecture) {
+  // NCCL's bandwidth per NVLink link over the raw per-direction rate of that link (src/graph/topo.h):
+  // SM80_NVLINK_BW 20.0 of NVLink 3's 25 GB/s, SM90_NVLINK_BW 20.6 of NVLink 4's 25 GB/s,
+  // SM100_NVLINK_BW 40.1 of NVLink 5's 50 GB/s. Unknown generations get NVLink 3's.
+  if (architecture == "hopper") return 20.6 / 25.0;
+  if (architecture == "blackwell") return 40.1 / 50.0;
+  return 20.0 / 25.0;
+}
+
 double nccl_nvls_efficiency(std::string_view architecture, bool nvswitch) {
   if (!nvswitch) return 0.0;
   // NVIDIA/nccl src/graph/tuning.cc nvlsEfficiency[] (per compute-capability class): Volta 0, Ampere 0
@@ -168,6 +172,13 @@ double nccl_nvls_efficiency(std::string_view architecture, bool nvswitch) {
   if (architecture == "hopper") return 0.85;
   if (architecture == "blackwell") return 0.74;
   return 0.0;
+}
+
+Time nccl_nvls_latency() { return Time::ns(kNvlsLatencyNs); }
+
+double nccl_nvls_bandwidth_factor(double nvls_efficiency, int32_t channels) {
+  const double c = static_cast<double>(std::max(channels, 1));
+  return nvls_efficiency * (c - 1) / c;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -371,8 +382,7 @@ RunResult run_protocol(const net::Topology& topo, TopologyPaths& routes, Op op, 
 // hwLat, is charged once in the launch.
 RunResult run_nvls(const net::Topology& topo, TopologyPaths& routes, Op op, Bytes size, const NcclCalibration& cal,
                    const NcclOptions& options) {
-  const double channels = static_cast<double>(options.nvls_channels);
-  const double factor = options.nvls_efficiency * (channels - 1) / channels;
+  const double factor = nccl_nvls_bandwidth_factor(options.nvls_efficiency, options.nvls_channels);
   CalibratedPaths paths(topo, routes, cal.collective, factor, CalibratedPaths::Hops{});
   des::Engine engine;
   net::FlowNetwork network(engine, paths.capacities());
@@ -382,7 +392,7 @@ RunResult run_nvls(const net::Topology& topo, TopologyPaths& routes, Op op, Byte
   auto program = make_program(op, Algorithm::kNvls, topo.num_gpus(), size, po);
   RunResult r;
   r.flow = execute(*program, engine, network, paths);
-  r.launch = cal.collective_overhead + Time::ns(kNvlsLatencyNs);
+  r.launch = cal.collective_overhead + nccl_nvls_latency();
   return r;
 }
 

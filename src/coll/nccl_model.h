@@ -113,9 +113,19 @@ NcclCalibration vidur_a100_calibration();
 // ampere 20/25, hopper 20.6/25, blackwell 40.1/50; any other, or empty, NVLink 3's 0.80).
 NcclCalibration nccl_tests_calibration(std::string_view architecture = {});
 
+// NCCL's bandwidth per NVLink link over the link's raw per-direction rate for GPUs of `architecture`
+// (src/graph/topo.h): ampere 20/25 = 0.80, hopper 20.6/25 = 0.824, blackwell 40.1/50 = 0.802; any
+// other, or empty, NVLink 3's 0.80.
+double nccl_nvlink_efficiency(std::string_view architecture);
+
 // NCCL's nvlsEfficiency for GPUs of `architecture` on an NVSwitch (hopper 0.85, blackwell 0.74), or 0
 // when NVLink SHARP is not available (earlier GPUs, or no NVSwitch: `nvswitch` false).
 double nccl_nvls_efficiency(std::string_view architecture, bool nvswitch);
+// NCCL's latency of a one-machine NVLS collective: hwLat[NVLINK][NVLS][Simple] = 25 us (baseLat 0).
+Time nccl_nvls_latency();
+// The share of the (NCCL-efficient) NVLink rate NVLS reaches: nvls_efficiency x (c-1)/c, NCCL keeping one
+// of its c NVLS channels for synchronization.
+double nccl_nvls_bandwidth_factor(double nvls_efficiency, int32_t channels = 16);
 
 struct NcclOptions {
   // kAuto: the fastest of the ring's protocols and, where enabled, NVLS; kRing or kNvls: only that one

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "coll/nccl_model.h"
+
 namespace orrery::train {
 
 ClusterSpec ClusterSpec::from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec* node, int64_t gpus_per_node,
@@ -15,6 +17,9 @@ ClusterSpec ClusterSpec::from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec
   } else {
     c.nic_bandwidth = nic;
   }
+  c.scaleup_domain_gpus = node != nullptr && node->scaleup_domain_gpus > 0 ? node->scaleup_domain_gpus : c.gpus_per_node;
+  c.scaleup_efficiency = coll::nccl_nvlink_efficiency(gpu.architecture);
+  c.nvls_efficiency = coll::nccl_nvls_efficiency(gpu.architecture, node != nullptr && node->intra_node == hw::IntraNode::kNvswitch);
   c.pcie_bandwidth = gpu.pcie.bandwidth_per_direction;
   if (node != nullptr && node->pcie.bandwidth_per_direction.bytes_per_second() > 0) {
     c.pcie_bandwidth = std::min(c.pcie_bandwidth, node->pcie.bandwidth_per_direction);
@@ -30,8 +35,8 @@ AlphaBetaComm::AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan, LinkF
 coll::AlphaBetaParams AlphaBetaComm::params(Group g) const {
   const int64_t n = group_size(plan_, g);
   const int64_t stride = group_stride(plan_, g);
-  const int64_t gpn = std::max<int64_t>(1, cluster_.gpus_per_node);
-  // Members of the group on one machine: consecutive members are `stride` ranks apart.
+  const int64_t gpn = std::max<int64_t>(1, cluster_.domain_gpus());
+  // Members of the group in one NVLink domain: consecutive members are `stride` ranks apart.
   const int64_t per_node = stride >= gpn ? 1 : std::clamp<int64_t>(gpn / stride, 1, n);
   coll::AlphaBetaParams p;
   p.ranks = n;
@@ -56,13 +61,23 @@ Time AlphaBetaComm::collective(coll::Op op, Bytes size, Group g) const {
   if (n <= 1 || size.count() <= 0) return Time::zero();
   const coll::AlphaBetaParams p = params(g);
   const coll::Algorithm algo = coll::choose_algorithm(op, size, p);
-  return coll::alpha_beta_time(op, algo, size, p) + cluster_.collective_launch;
+  const Time t = coll::alpha_beta_time(op, algo, size, p) + cluster_.collective_launch;
+  if (op != coll::Op::kAllReduce || cluster_.nvls_efficiency <= 0 || p.ranks > p.ranks_per_node ||
+      cluster_.scaleup_bandwidth.bytes_per_second() <= 0) {
+    return t;
+  }
+  // NVLS inside the switch domain: the closed form 2a + (n+1)/n S/B with 2a = NCCL's NVLS latency (its
+  // baseLat is 0) and B the NVLink rate at NVLS's efficiency.
+  coll::AlphaBetaParams q = p;
+  q.intra = coll::Level{Time::ps(coll::nccl_nvls_latency().picoseconds() / 2),
+                        p.intra.bandwidth * coll::nccl_nvls_bandwidth_factor(cluster_.nvls_efficiency)};
+  return std::min(t, coll::alpha_beta_time(op, coll::Algorithm::kNvls, size, q));
 }
 
 Time AlphaBetaComm::p2p(Bytes size) const {
   if (plan_.pp <= 1 || size.count() <= 0) return Time::zero();
   const int64_t stride = group_stride(plan_, Group::kPp);
-  const bool same_node = stride < cluster_.gpus_per_node;
+  const bool same_node = stride < cluster_.domain_gpus();
   // A GPU without NVLink (L40S, PCIe cards) sends to its neighbour stage over PCIe.
   const Bandwidth bw =
       same_node ? intra_node_bandwidth() : cluster_.nic_bandwidth * (cluster_.network_efficiency / links_.nic);

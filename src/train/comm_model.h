@@ -6,14 +6,17 @@
 //     g = clamp(G / st, 1, n) members per machine of G GPUs (all n when n*st <= G), so TP groups sit
 //     on NVLink and DP/PP groups mostly cross the network.
 //   Equations: coll/alpha_beta.h (ring, tree, direct all-to-all, send/recv), two levels:
-//     level 1 (scale-up) alpha1 = NCCL hwLat NVLink (0.47 us per step), B1 = GPU NVLink bandwidth per
-//       direction x 0.80 (NCCL's 20 of 25 GB/s per NVLink link; nccl_tests_calibration());
+//     level 1 (scale-up, the NVLink switch domain: a machine, or a GB200 NVL72 rack) alpha1 = NCCL hwLat
+//       NVLink (0.47 us per step), B1 = GPU NVLink bandwidth per direction x NCCL's per-generation
+//       figure (20 of 25 GB/s per NVLink 3 link, 20.6 of 25 for NVLink 4, 40.1 of 50 for NVLink 5);
 //     level 2 (network) alpha2 = NCCL hwLat NET (2.7 us per step), B2 = the machine's NIC bandwidth
 //       per GPU x 4096/4122 (InfiniBand packet efficiency); a flat ring spanning machines leaves every
 //       machine through its g members' NICs (inter_parallel = g), because the other groups of the
 //       machine run the same collective at the same time on their own NICs (one NIC per GPU).
 //     The algorithm is NCCL's choice by the same cost model (coll::choose_algorithm); every call adds
-//     NCCL's Simple-protocol base latency (tuning.cc baseLat) once.
+//     NCCL's Simple-protocol base latency (tuning.cc baseLat) once. An all-reduce inside one NVLink
+//     switch domain on GPUs with NVLink SHARP may instead run as NVLS, 25 us + (n+1)/n S / (B1 x
+//     nvlsEfficiency x 15/16) (coll/nccl_model.h), whichever is faster, as NCCL's tuner picks.
 //   Assumptions: one NIC per GPU (all catalog nodes of the validation rows); no congestion between
 //     different groups beyond that; collectives of a group are symmetric over its members.
 //   Range of validity: large messages on non-blocking fabrics. The flow-level executor
@@ -38,17 +41,26 @@ namespace orrery::train {
 struct ClusterSpec {
   const hw::GpuSpec* gpu = nullptr;
   int64_t gpus_per_node = 8;
+  // GPUs that share one NVLink switch domain: gpus_per_node, or a rack of machines (GB200 NVL72: 72
+  // GPUs in trays of 4). Groups inside it communicate over NVLink. 0: gpus_per_node.
+  int64_t scaleup_domain_gpus = 0;
   Bandwidth scaleup_bandwidth;  // per GPU per direction (NVLink); zero: PCIe only
   Bandwidth nic_bandwidth;      // per GPU per direction
   Bandwidth pcie_bandwidth;     // GPU <-> host per direction (offload)
   Time scaleup_latency = Time::ns(470);   // NCCL hwLat NVLink, Ring/LL (tuning.cc)
   Time network_latency = Time::ns(2700);  // NCCL hwLat NET, Ring/LL (tuning.cc)
-  double scaleup_efficiency = 0.8;        // NCCL 20 of 25 GB/s per NVLink link (topo.h)
+  double scaleup_efficiency = 0.8;        // NCCL 20 of 25 GB/s per NVLink link (topo.h); per generation:
+                                          // coll::nccl_nvlink_efficiency (0.824 Hopper, 0.802 Blackwell)
+  // NCCL's nvlsEfficiency (coll::nccl_nvls_efficiency: 0.85 Hopper, 0.74 Blackwell on an NVSwitch); 0: no
+  // NVLink SHARP. With it an all-reduce inside the switch domain may run as NVLS.
+  double nvls_efficiency = 0.0;
   double network_efficiency = 4096.0 / 4122.0;  // InfiniBand 4 KiB MTU packet overhead
   Time collective_launch = Time::ns(6800);      // NCCL baseLat Ring/Simple (tuning.cc)
 
-  // From a catalog node (its GPU, NICs, PCIe) or, with node == nullptr, a GPU alone in machines of
-  // `gpus_per_node` with one `nic` per GPU.
+  // From a catalog node (its GPU, NICs, PCIe, NVLink domain) or, with node == nullptr, a GPU alone in
+  // machines of `gpus_per_node` with one `nic` per GPU (no NVLS: whether an NVSwitch joins them is
+  // unknown). The NVLink efficiency follows the GPU's architecture.
+  int64_t domain_gpus() const { return scaleup_domain_gpus > 0 ? scaleup_domain_gpus : gpus_per_node; }
   static ClusterSpec from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec* node, int64_t gpus_per_node = 8,
                                   Bandwidth nic = Bandwidth(50e9));
 };

@@ -136,7 +136,8 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                                   const PlannerOptions& o) {
   const SearchSpace& sp = o.space;
   std::vector<Plan> plans;
-  const int64_t max_tp = sp.max_tp > 0 ? sp.max_tp : cluster.gpus_per_node;
+  // Default: TP inside one machine, or up to 8 inside a larger NVLink domain (GB200 NVL72 trays hold 4).
+  const int64_t max_tp = sp.max_tp > 0 ? sp.max_tp : std::max(cluster.gpus_per_node, std::min<int64_t>(cluster.domain_gpus(), 8));
   for (int64_t tp : divisors(model.heads, max_tp)) {
     std::vector<int64_t> pps = divisors(model.layers, sp.max_pp);
     if (sp.uneven_stages) {

@@ -54,7 +54,7 @@ namespace orrery::train {
 
 // The dimensions the planner enumerates. Degrees come from their generator sets (docs/planner.md).
 struct SearchSpace {
-  int64_t max_tp = 0;   // tp: divisors of heads up to this; 0 = the cluster's GPUs per node
+  int64_t max_tp = 0;   // tp: divisors of heads up to this; 0 = the cluster's GPUs per node (at least 8 in a larger NVLink domain)
   int64_t max_pp = 0;   // pp: divisors of layers up to this; 0 = no limit
   int64_t max_cp = 8;   // cp: powers of two up to this with 2 cp dividing seq; 1 = no CP; 0 = no limit
   int64_t max_ep = 0;   // ep (MoE): divisors of experts dividing dp*cp up to this; 0 = no limit

@@ -297,6 +297,27 @@ TEST(Planner, AgreesWithEvaluateOnItsPicks) {
 //    collectives inside every layer (2 all-reduces of b s h per pass for TP);
 //  - recomputation adds forward work;
 // while DP's only cost, the gradient all-reduce, overlaps with the last backward except its last bucket.
+// The catalog node decides NCCL's per-generation constants and the NVLink domain (train/comm_model.h):
+// a DGX H100 has NVLink SHARP on its NVSwitch (0.85) and NVLink 4 at 20.6 of 25 GB/s; a GB200 NVL72 tray
+// of 4 GPUs sits in a 72-GPU NVLink domain (0.74, 40.1 of 50 GB/s); a DGX A100 has no NVLS (0.80).
+TEST(ClusterSpec, FromCatalogTakesNcclsConstantsAndTheNvlinkDomain) {
+  const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  const ClusterSpec h100 = ClusterSpec::from_catalog(catalog.hw.get_gpu("h100-sxm", {}), catalog.hw.find_node("dgx-h100"));
+  EXPECT_DOUBLE_EQ(h100.scaleup_efficiency, 0.824);
+  EXPECT_DOUBLE_EQ(h100.nvls_efficiency, 0.85);
+  EXPECT_EQ(h100.domain_gpus(), 8);
+  const ClusterSpec gb200 = ClusterSpec::from_catalog(catalog.hw.get_gpu("gb200", {}), catalog.hw.find_node("gb200-nvl72"));
+  EXPECT_EQ(gb200.gpus_per_node, 4);
+  EXPECT_EQ(gb200.domain_gpus(), 72);
+  EXPECT_DOUBLE_EQ(gb200.nvls_efficiency, 0.74);
+  EXPECT_DOUBLE_EQ(gb200.scaleup_efficiency, 0.802);
+  const ClusterSpec a100 = ClusterSpec::from_catalog(catalog.hw.get_gpu("a100-sxm-80gb", {}), catalog.hw.find_node("dgx-a100"));
+  EXPECT_DOUBLE_EQ(a100.nvls_efficiency, 0.0);
+  EXPECT_DOUBLE_EQ(a100.scaleup_efficiency, 0.80);
+  // Without a node the GPUs' switch is unknown: no NVLS.
+  EXPECT_DOUBLE_EQ(ClusterSpec::from_catalog(catalog.hw.get_gpu("h100-sxm", {}), nullptr).nvls_efficiency, 0.0);
+}
+
 TEST(Planner, PicksPlainDataParallelismForASmallModel) {
   const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
   const hw::GpuSpec& gpu = catalog.hw.get_gpu("h100-sxm", {});
