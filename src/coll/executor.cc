@@ -145,8 +145,8 @@ class Runner final : public Issuer, public net::FlowListener {
   Time route(int32_t src, int32_t dst, std::vector<net::LinkUse>& out) {
     if (src == kSwitch || dst == kSwitch) {
       const int32_t rank = src == kSwitch ? dst : src;
-      const int32_t peer = rank == 0 ? 1 : 0;
-      if (peer >= program_.ranks()) {
+      const int32_t peer = program_.switch_peer(rank);
+      if (peer < 0 || peer >= program_.ranks()) {
         out.clear();
         return Time::zero();
       }

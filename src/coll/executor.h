@@ -37,7 +37,7 @@ class PathProvider {
   // The half of a route that an in-switch operation uses (coll/program.h kSwitch): to_switch, the links
   // from `rank` into the first switch of its route to another rank; otherwise the links from the last
   // switch into `rank`. Returns their latency. The default takes the route between `rank` and `peer`
-  // (a rank other than it), which must be two links through one switch (else InputError), and half of
+  // (Program::switch_peer), which must be two links through one switch (else InputError), and half of
   // its latency.
   virtual Time switch_path(int32_t rank, int32_t peer, bool to_switch, std::vector<net::LinkUse>& out);
   // Marks a link down (or back up); later paths avoid down links when another path exists.

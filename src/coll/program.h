@@ -48,6 +48,10 @@ class Program {
   virtual void on_receive(int32_t rank, int32_t src, uint64_t id, Issuer& out) = 0;
   // Number of messages each rank sends in total (for checks and progress).
   virtual uint64_t messages_per_rank() const = 0;
+  // In-switch programs (kSwitch): the rank whose switch `rank` must share (a route of two links through
+  // one switch joins them). Default: rank 0 (rank 1 for rank 0), so every rank meets at one switch;
+  // several programs run as one (one per machine) name a member of each rank's own program. -1: none.
+  virtual int32_t switch_peer(int32_t rank) const { return ranks() < 2 ? -1 : (rank == 0 ? 1 : 0); }
   // True when shifting every rank by `period` (r -> r + period mod n) maps the program onto itself:
   // the same messages, ids and dependencies, shifted. Symmetric execution needs it.
   virtual bool shift_equivariant(int32_t /*period*/) const { return false; }

@@ -104,9 +104,15 @@ class AlphaBetaComm final : public CommModel {
   Time p2p(Bytes size) const override;
   // The alpha-beta parameters of group g (for tests and docs).
   coll::AlphaBetaParams params(Group g) const;
+  // Whether `op` of `size` over group g runs as NVLS: an all-reduce inside one NVLink domain of GPUs
+  // with NVLink SHARP, where NVLS's closed form beats NCCL's ring/tree choice.
+  bool uses_nvls(coll::Op op, Bytes size, Group g) const;
 
  private:
   Bandwidth intra_node_bandwidth() const;
+  // The NVLS time of an all-reduce of `size` over a group with parameters p, and the ring/tree one.
+  Time nvls_time(Bytes size, const coll::AlphaBetaParams& p) const;
+  Time nccl_time(coll::Op op, Bytes size, const coll::AlphaBetaParams& p) const;
   ClusterSpec cluster_;
   Plan plan_;
   LinkFactors links_;

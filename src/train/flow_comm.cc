@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "coll/executor.h"
+#include "coll/nccl_model.h"
 #include "coll/program.h"
 #include "core/error.h"
 #include "des/engine.h"
@@ -35,15 +36,28 @@ class GroupsProgram final : public coll::Program {
     Mapped m(out, groups_[static_cast<size_t>(g)].members);
     groups_[static_cast<size_t>(g)].program->start(local, m);
   }
+  // The switch (coll::kSwitch, in-switch programs) is no rank: it maps to itself, and a message that
+  // reaches it belongs to its sender's group.
   void on_send_done(int32_t rank, int32_t dst, uint64_t id, coll::Issuer& out) override {
     const auto [g, local] = where_[static_cast<size_t>(rank)];
     Mapped m(out, groups_[static_cast<size_t>(g)].members);
-    groups_[static_cast<size_t>(g)].program->on_send_done(local, where_[static_cast<size_t>(dst)].second, id, m);
+    groups_[static_cast<size_t>(g)].program->on_send_done(local, to_local(dst), id, m);
   }
   void on_receive(int32_t rank, int32_t src, uint64_t id, coll::Issuer& out) override {
-    const auto [g, local] = where_[static_cast<size_t>(rank)];
+    const auto [g, local] = where_[static_cast<size_t>(rank == coll::kSwitch ? src : rank)];
     Mapped m(out, groups_[static_cast<size_t>(g)].members);
-    groups_[static_cast<size_t>(g)].program->on_receive(local, where_[static_cast<size_t>(src)].second, id, m);
+    groups_[static_cast<size_t>(g)].program->on_receive(rank == coll::kSwitch ? coll::kSwitch : local, to_local(src), id, m);
+  }
+  // Each group meets at its own switch: the first member of the rank's group (the second for the first).
+  int32_t switch_peer(int32_t rank) const override {
+    const auto [g, local] = where_[static_cast<size_t>(rank)];
+    if (g < 0) return -1;
+    const std::vector<int32_t>& m = groups_[static_cast<size_t>(g)].members;
+    if (m.size() < 2) return -1;
+    return local == 0 ? m[1] : m[0];
+  }
+  int32_t to_local(int32_t rank) const {
+    return rank == coll::kSwitch ? coll::kSwitch : where_[static_cast<size_t>(rank)].second;
   }
   uint64_t messages_per_rank() const override {
     return groups_.empty() ? 0 : groups_.front().program->messages_per_rank();
@@ -54,7 +68,10 @@ class GroupsProgram final : public coll::Program {
    public:
     Mapped(coll::Issuer& out, const std::vector<int32_t>& members) : out_(out), members_(members) {}
     void send(int32_t src, int32_t dst, Bytes size, uint64_t id, uint32_t stream) override {
-      out_.send(members_[static_cast<size_t>(src)], members_[static_cast<size_t>(dst)], size, id, stream);
+      out_.send(global(src), global(dst), size, id, stream);
+    }
+    int32_t global(int32_t local) const {
+      return local == coll::kSwitch ? coll::kSwitch : members_[static_cast<size_t>(local)];
     }
 
    private:
@@ -77,6 +94,14 @@ class GroupsProgram final : public coll::Program {
 class EfficientPaths final : public coll::PathProvider {
  public:
   EfficientPaths(const net::Topology& t, const ClusterSpec& c) : topo_(t), inner_(t, net::RailPolicy::kRailAligned), c_(c) {}
+  // Scale-up capacities for an NVLS run: times NCCL's NVLS share (coll::nccl_nvls_bandwidth_factor).
+  std::vector<Bandwidth> capacities(double scaleup_factor) const {
+    std::vector<Bandwidth> caps = capacities();
+    for (size_t i = 0; i < caps.size(); ++i) {
+      if (topo_.link(static_cast<net::LinkId>(i)).kind == net::LinkKind::kScaleup) caps[i] = caps[i] * scaleup_factor;
+    }
+    return caps;
+  }
   Time path(int32_t src, int32_t dst, uint64_t key, std::vector<net::LinkUse>& out) override {
     return inner_.path(src, dst, key, out);
   }
@@ -114,7 +139,8 @@ FlowComm::FlowComm(const net::Topology& topology, const ClusterSpec& cluster, co
 
 Time FlowComm::collective(coll::Op op, Bytes size, Group g) const {
   if (group_size(plan_, g) <= 1 || size.count() <= 0) return Time::zero();
-  return cached(op, size, g, cluster_.collective_launch);
+  // NVLS where AlphaBetaComm's choice is NVLS: its latency replaces the ring's launch (baseLat 0).
+  return cached(op, size, g, alpha_beta_.uses_nvls(op, size, g) ? coll::nccl_nvls_latency() : cluster_.collective_launch);
 }
 
 Time FlowComm::p2p(Bytes size) const {
@@ -147,6 +173,21 @@ Time FlowComm::run(coll::Op op, Bytes size, Group g) const {
       program.add(coll::make_program(op, coll::Algorithm::kDirect, 2, size, o),
                   {r, static_cast<int32_t>(r + stride)});
     }
+  } else if (alpha_beta_.uses_nvls(op, size, g)) {
+    // Every group in one NVLink domain: in-switch reduction, 128 KiB chunks (NCCL_NVLS_CHUNKSIZE), on
+    // scale-up links at NCCL's NVLS share.
+    coll::ProgramOptions o;
+    o.chunk = Bytes::KiB(128);
+    for (int32_t r = 0; r < ranks; ++r) {
+      if ((r / stride) % n != 0) continue;
+      std::vector<int32_t> members(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) members[static_cast<size_t>(i)] = static_cast<int32_t>(r + i * stride);
+      program.add(coll::make_program(op, coll::Algorithm::kNvls, static_cast<int32_t>(n), size, o), std::move(members));
+    }
+    des::Engine engine;
+    const auto* paths = static_cast<const EfficientPaths*>(paths_.get());
+    net::FlowNetwork network(engine, paths->capacities(coll::nccl_nvls_bandwidth_factor(cluster_.nvls_efficiency)));
+    return coll::execute(program, engine, network, *paths_).time;
   } else {
     const coll::AlphaBetaParams ab = alpha_beta_.params(g);
     const coll::Algorithm algo = coll::choose_algorithm(op, size, ab);

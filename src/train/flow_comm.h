@@ -10,6 +10,9 @@
 //     min(members per machine, 16) channels, plus NCCL's launch latency (ClusterSpec::collective_launch),
 //     as AlphaBetaComm adds it. p2p(S) = the makespan of one S-byte message from every rank of every
 //     stage but the last to its next stage, all at once (1F1B's steady state sends on every boundary).
+//     An all-reduce that AlphaBetaComm runs as NVLS (inside one NVLink domain of Hopper or Blackwell
+//     GPUs, when faster) runs as coll::NvlsProgram on every group at once, scale-up links at NCCL's NVLS
+//     share, plus NCCL's NVLS latency instead of the ring's launch.
 //   Routes: shortest paths with deterministic ECMP, cross-rail machine hops relayed over NVLink to the
 //     GPU on the destination's rail (NCCL's PXN; net::RailPolicy::kRailAligned), as NCCL does on
 //     rail-optimized fabrics.

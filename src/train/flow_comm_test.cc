@@ -147,5 +147,34 @@ TEST(FlowComm, EvaluateTimesTheStepOnTheTopology) {
   EXPECT_EQ(a.memory.peak, ab.memory.peak);
 }
 
+// NVLS (Hopper NVLink SHARP) in the flow model: two machines, tp 8, dp 2, NVLS at NCCL's 0.85. The TP
+// all-reduce of 256 MiB runs on both machines at once, each group reducing in its own NVSwitch
+// (Program::switch_peer), scale-up links at 300 GB/s x 0.80 (NVLink 3's figure, the test GPU's) x 0.85 x
+// 15/16 = 191.25 GB/s. Every GPU moves 9/8 S each way: at least 9/8 S / 191.25 GB/s = 1578.9 us, plus
+// NCCL's 25 us NVLS latency in place of the ring's launch; the closed form AlphaBetaComm uses, 25 us +
+// 9/8 S / B, is 1604.0 us. The flow run adds the pipeline's fill and drain: the downlinks idle while the
+// first chunk of every slice is read and summed, and the last multicasts drain alone, each about one
+// round of n chunks at the NVLS rate (8 x 128 KiB / 191.25 GB/s = 5.48 us); allowing four rounds (the
+// one-machine program of coll/programs_test.cc needs 2.7): at most 1604.0 + 21.9 us. The ring it
+// replaces: 14 x 0.47 us + 1.75 S / 240 GB/s + 6.8 us = 1970.4 us.
+TEST(FlowComm, TensorParallelAllReduceRunsAsNvlsInEachMachine) {
+  Rig r;
+  r.c.nvls_efficiency = 0.85;
+  const net::Topology t = fabric(2, 1.0);
+  const FlowComm comm(t, r.c, tp8(2));
+  const AlphaBetaComm closed(r.c, tp8(2));
+  const Bytes s = Bytes::MiB(256);
+  ASSERT_TRUE(closed.uses_nvls(coll::Op::kAllReduce, s, Group::kTp));
+  const Time ab = closed.collective(coll::Op::kAllReduce, s, Group::kTp);
+  EXPECT_NEAR(ab.to_us(), 25 + 1.125 * s.to_double() / 191.25e9 * 1e6, 0.01);
+  const Time flow = comm.collective(coll::Op::kAllReduce, s, Group::kTp);
+  EXPECT_GE(flow.to_us(), 25 + 1.125 * s.to_double() / 191.25e9 * 1e6);
+  EXPECT_LE(flow.to_us(), ab.to_us() + 4 * 8 * 131072 / 191.25e9 * 1e6);
+  // Without NVLS the same call is the ring.
+  Rig ring;
+  const FlowComm rings(t, ring.c, tp8(2));
+  EXPECT_GE(rings.collective(coll::Op::kAllReduce, s, Group::kTp).to_us(), 1.75 * s.to_double() / 240e9 * 1e6);
+}
+
 }  // namespace
 }  // namespace orrery::train
