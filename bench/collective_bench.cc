@@ -59,6 +59,37 @@ void BM_RingAllReducePerRank(benchmark::State& s) { run(s, coll::Op::kAllReduce,
 void BM_AllToAllSymmetric(benchmark::State& s) { run(s, coll::Op::kAllToAll, coll::Algorithm::kDirect, true); }
 void BM_AllToAllPerRank(benchmark::State& s) { run(s, coll::Op::kAllToAll, coll::Algorithm::kDirect, false); }
 
+// NVLS (in-switch) all-reduce over one NVLink domain: 8 GPUs (a DGX H100, 450 GB/s per GPU) or 72 (a
+// GB200 NVL72 rack: 18 trays of 4 at 900 GB/s), 128 KiB chunks as NCCL's NVLS uses, per rank (the
+// program is not shift-symmetric). Args: GPUs, MiB.
+void BM_NvlsAllReduce(benchmark::State& state) {
+  const auto gpus = static_cast<int32_t>(state.range(0));
+  const Bytes size = Bytes::MiB(state.range(1));
+  net::FatTreeSpec f;
+  f.gpus_per_machine = gpus == 72 ? 4 : 8;
+  f.machines = gpus / f.gpus_per_machine;
+  f.scaleup_domain_machines = f.machines;
+  f.scaleup_bandwidth = Bandwidth(gpus == 72 ? 900e9 : 450e9);
+  f.pcie_bandwidth = Bandwidth(64e9);
+  f.nic_bandwidth = Bandwidth(50e9);
+  const net::Topology topo = net::fat_tree(f);
+  coll::ProgramOptions o;
+  o.chunk = Bytes::KiB(128);
+  coll::ExecutionStats stats;
+  for (auto _ : state) {
+    coll::TopologyPaths paths(topo);
+    des::Engine engine;
+    net::FlowNetwork network(engine, paths.capacities());
+    auto program = coll::make_program(coll::Op::kAllReduce, coll::Algorithm::kNvls, gpus, size, o);
+    stats = coll::execute(*program, engine, network, paths);
+    benchmark::DoNotOptimize(stats.time);
+  }
+  state.counters["sim_time_ms"] = stats.time.to_ms();
+  state.counters["flows"] = static_cast<double>(stats.messages);
+  state.counters["events"] = static_cast<double>(stats.events);
+}
+BENCHMARK(BM_NvlsAllReduce)->Args({8, 1024})->Args({72, 64})->Args({72, 1024})->Unit(benchmark::kMillisecond);
+
 // The targets.
 BENCHMARK(BM_RingAllReduceSymmetric)->Args({4096, 64})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AllToAllSymmetric)->Args({1024, 64})->Unit(benchmark::kMillisecond);
