@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "coll/nccl_model.h"
 #include "core/assert.h"
 
 namespace orrery::serve {
@@ -15,9 +16,11 @@ NodeLink NodeLink::from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec* node
   NodeLink l;
   l.gpu = gpu.name;
   const Bandwidth pcie = gpu.pcie.bandwidth_per_direction;
-  l.scaleup_per_gpu = gpu.scaleup ? gpu.scaleup->bandwidth_per_direction * kKvScaleupEfficiency : pcie * kKvPcieEfficiency;
+  l.scaleup_per_gpu = gpu.scaleup ? gpu.scaleup->bandwidth_per_direction * coll::nccl_nvlink_efficiency(gpu.architecture)
+                                   : pcie * kKvPcieEfficiency;
   if (node != nullptr && node->gpus_per_node > 0) {
-    l.gpus_per_node = node->gpus_per_node;
+    // Replicas in one NVLink domain (a machine, or a GB200 NVL72 rack of trays) move KV over NVLink.
+    l.gpus_per_node = node->scaleup_domain_gpus > 0 ? node->scaleup_domain_gpus : node->gpus_per_node;
     if (node->nics.count > 0) {
       l.network_per_gpu = node->nics.bandwidth *
                           (static_cast<double>(node->nics.count) / static_cast<double>(node->gpus_per_node)) *

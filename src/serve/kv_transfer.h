@@ -10,9 +10,11 @@
 //             are sent once.
 //   Links     Each replica has an egress and an ingress link on each fabric, of capacity (GPUs of the
 //             replica, TP x PP) x (per-GPU bandwidth):
-//               scale-up  (both replicas in one node) the GPU's NVLink bandwidth per direction x 0.8
-//                         (NCCL counts 20 of 25 GB/s per NVLink 3 link, topo.h); GPUs without NVLink:
-//                         PCIe per direction x 0.75
+//               scale-up  (both replicas in one NVLink domain: a node, or a GB200 NVL72 rack) the GPU's
+//                         NVLink bandwidth per direction x NCCL's per-link share for its generation
+//                         (coll::nccl_nvlink_efficiency: 20 of 25 GB/s per NVLink 3 link, 20.6 of 25
+//                         on Hopper, 40.1 of 50 on Blackwell; topo.h); GPUs without NVLink: PCIe per
+//                         direction x 0.75
 //               scale-out the node's NIC bandwidth per GPU (NICs x NIC bandwidth / GPUs per node) x
 //                         4096/4122 (InfiniBand payload per 4 KiB MTU packet)
 //             A transfer crosses the sender's egress and the receiver's ingress link. Alone it takes
@@ -46,7 +48,6 @@
 
 namespace orrery::serve {
 
-inline constexpr double kKvScaleupEfficiency = 0.8;            // NCCL: 20 of 25 GB/s per NVLink 3 link
 inline constexpr double kKvPcieEfficiency = 0.75;              // as train/comm_model.h for PCIe-only GPUs
 inline constexpr double kKvNetworkEfficiency = 4096.0 / 4122.0;  // InfiniBand 4 KiB MTU payload share
 inline constexpr Time kKvLaunchLatency = Time::ns(6800);       // NCCL baseLat, Simple protocol
@@ -59,7 +60,7 @@ Bytes kv_transfer_bytes(const model::ModelSpec& m, hw::DType dtype, int64_t toke
 // Where a pool's GPUs sit and how fast one GPU reaches another (effective payload bandwidths).
 struct NodeLink {
   std::string gpu;                // GPU type: pools of different types never share a node
-  int64_t gpus_per_node = 8;
+  int64_t gpus_per_node = 8;      // GPUs that share one NVLink domain (NVL72: the rack's 72)
   Bandwidth scaleup_per_gpu;      // per direction, efficiency applied
   Bandwidth network_per_gpu;      // per direction, efficiency applied
   Time scaleup_latency = kKvLaunchLatency + kKvScaleupHopLatency;

@@ -123,6 +123,29 @@ TEST(KvTransfer, CatalogLinksApplyNcclAndInfinibandEfficiencies) {
   EXPECT_NEAR(alone.network_per_gpu.bytes_per_second(), 32e9 * 0.75, 1.0);
 }
 
+TEST(KvTransfer, NvlinkFollowsTheGenerationAndTheDomainSpansARack) {
+  // A GB200 NVL72 tray: 4 Blackwell GPUs of 900 GB/s NVLink in a 72-GPU NVLink domain, 4 NICs of 50 GB/s.
+  // KV moves over NVLink between any replicas of the rack (72 GPUs per "node" for placement) at NCCL's
+  // Blackwell share, 40.1 of 50 GB/s per link: 900 x 0.802 = 721.8 GB/s per GPU; the NIC share stays per
+  // tray: 4 x 50 / 4 GB/s x 4096/4122. An H100's NVLink 4 counts 20.6 of 25: 450 x 0.824 = 370.8 GB/s.
+  hw::GpuSpec gb200 = testing::a100_80gb();
+  gb200.architecture = "blackwell";
+  gb200.scaleup = hw::ScaleupLink{"NVLink 5", 18, Bandwidth(900e9)};
+  hw::NodeSpec tray;
+  tray.gpus_per_node = 4;
+  tray.scaleup_domain_gpus = 72;
+  tray.nics.count = 4;
+  tray.nics.bandwidth = Bandwidth(50e9);
+  const NodeLink l = NodeLink::from_catalog(gb200, &tray);
+  EXPECT_EQ(l.gpus_per_node, 72);
+  EXPECT_NEAR(l.scaleup_per_gpu.bytes_per_second(), 900e9 * 0.802, 1.0);
+  EXPECT_NEAR(l.network_per_gpu.bytes_per_second(), 50e9 * 4096.0 / 4122.0, 1.0);
+  hw::GpuSpec h100 = testing::a100_80gb();
+  h100.architecture = "hopper";
+  h100.scaleup = hw::ScaleupLink{"NVLink 4", 18, Bandwidth(450e9)};
+  EXPECT_NEAR(NodeLink::from_catalog(h100, nullptr).scaleup_per_gpu.bytes_per_second(), 450e9 * 0.824, 1.0);
+}
+
 // Records when each transfer's last byte arrives.
 class Arrivals final : public net::FlowListener {
  public:
