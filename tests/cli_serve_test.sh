@@ -7,6 +7,9 @@ wl="prompt=256,output=32"
 expect serve-help 0 "--scheduler" -- serve --help
 expect serve-default 0 "successful requests" -- serve --requests 300
 expect serve-list 0 "nested-wait" -- serve list
+# PP: one virtual engine per stage (docs/serving.md); the WAIT family keeps one batch in flight.
+expect serve-pp 0 "TP 1 PP 2, 2 virtual engines" -- serve --pp 2 --requests 100
+expect serve-pp-wait 0 "TP 1 PP 2\), scheduler wait" -- serve --pp 2 --scheduler wait --requests 100
 for s in static orca vllm sarathi sjf wait nested-wait; do
   expect "scheduler-$s" 0 "successful requests +200" -- serve --scheduler "$s" --workload "$wl" --rate 4 --requests 200
 done

@@ -352,7 +352,7 @@ class Recorder final : public sv::SimObserver {
                            {"ts", it.start.to_us()},
                            {"dur", it.duration.to_us()},
                            {"pid", it.replica},
-                           {"tid", 0},
+                           {"tid", it.engine},  // a pipeline's virtual engines overlap: one row each
                            {"args",
                             {{"seqs", it.seqs},
                              {"tokens", it.tokens},
@@ -362,7 +362,7 @@ class Recorder final : public sv::SimObserver {
                              {"used_blocks", it.used_blocks},
                              {"waiting", it.waiting},
                              {"swap_us", it.transfer.to_us()}}}});
-    events_.push_back(Json{{"name", "kv_blocks"},
+    events_.push_back(Json{{"name", it.engine == 0 ? std::string("kv_blocks") : fmt::format("kv_blocks engine {}", it.engine)},
                            {"ph", "C"},
                            {"ts", it.start.to_us()},
                            {"pid", it.replica},
@@ -497,6 +497,7 @@ Json config_json(const ServeArgs& a, const Setup& s, const sv::SimOptions& so) {
               {"gpu", s.gpu->name},
               {"tp", a.tp},
               {"pp", a.pp},
+              {"virtual_engines", a.pp > 1 && sv::runs_virtual_engines(a.scheduler) ? a.pp : int64_t{1}},
               {"dtype", a.dtype},
               {"scheduler", a.scheduler},
               {"exec_model", a.exec_model},
@@ -599,12 +600,16 @@ void add_result_rows(Table& t, const sv::SimResult& r, const sv::SimOptions& so,
   t.add_row({"KV utilization mean / max", fmt::format("{:.1f}% / {:.1f}%", 100 * r.kv_utilization_mean, 100 * r.kv_utilization_max)});
 }
 
-void note_rejections(Context& ctx, const sv::SimResult& r, const Setup& s) {
+// virtual_engines: the replicas run one virtual engine per PP stage (serve/cluster.h), each with 1/PP of the KV.
+void note_rejections(Context& ctx, const sv::SimResult& r, const Setup& s, bool virtual_engines) {
   const int64_t rejected = r.rejected_context + r.rejected_kv;
   if (rejected > 0 && !ctx.global.quiet) {
+    // A pipeline-parallel replica's virtual engines each hold 1/PP of the KV (serve/cluster.h).
+    const std::string per =
+        virtual_engines && s.replica.pp > 1 ? fmt::format(" ({} per virtual engine)", s.capacity_tokens / s.replica.pp) : "";
     std::cerr << fmt::format("orrery: note: {} requests rejected ({} longer than the context of {} tokens, {} larger than "
-                             "the KV capacity of {} tokens); --requests-csv lists them\n",
-                             rejected, r.rejected_context, s.replica.context_limit(), r.rejected_kv, s.capacity_tokens);
+                             "the KV capacity of {} tokens{}); --requests-csv lists them\n",
+                             rejected, r.rejected_context, s.replica.context_limit(), r.rejected_kv, s.capacity_tokens, per);
   }
 }
 
@@ -642,12 +647,14 @@ void run_serve(Context& ctx, const ServeArgs& a) {
     ctx.out << io::dump_json(j);
   } else {
     Table t({"metric", "value"},
-            fmt::format("{} on {} (TP {} PP {}), scheduler {}, {} model; KV capacity {} tokens", s.model.name,
-                        s.gpu->name, a.tp, a.pp, a.scheduler, a.exec_model, s.capacity_tokens));
+            fmt::format("{} on {} (TP {} PP {}{}), scheduler {}, {} model; KV capacity {} tokens", s.model.name,
+                        s.gpu->name, a.tp, a.pp,
+                        a.pp > 1 && sv::runs_virtual_engines(a.scheduler) ? fmt::format(", {} virtual engines", a.pp) : "",
+                        a.scheduler, a.exec_model, s.capacity_tokens));
     add_result_rows(t, r, so, skipped);
     ctx.out << t.render();
   }
-  note_rejections(ctx, r, s);
+  note_rejections(ctx, r, s, sv::runs_virtual_engines(a.scheduler));
 }
 
 // ---- cluster: --replicas N, --router, --disagg P:D ----
@@ -848,7 +855,8 @@ void run_cluster(Context& ctx, const ServeArgs& a) {
     }
     ctx.out << t.render() << "\n" << per.render();
   }
-  note_rejections(ctx, r, s);
+  // Disaggregated pools and the WAIT family keep one batch in flight (no virtual engines).
+  note_rejections(ctx, r, s, a.disagg.empty() && sv::runs_virtual_engines(a.scheduler));
 }
 
 void run_fluid(Context& ctx, const ServeArgs& a) {

@@ -16,6 +16,10 @@ bool scheduler_takes_prefilled(std::string_view name) {
   return name == "vllm" || name == "sarathi" || name == "orca" || name == "sjf";
 }
 
+bool runs_virtual_engines(std::string_view scheduler) {
+  return !scheduler.empty() && scheduler != "wait" && scheduler != "nested-wait";
+}
+
 bool ClusterSpec::disaggregated() const {
   return std::any_of(pools.begin(), pools.end(), [](const PoolSpec& p) { return p.role != ReplicaRole::kFull; });
 }
@@ -90,15 +94,56 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
       const PoolSpec& pool = spec.pools[pi];
       for (int64_t i = 0; i < pool.replicas; ++i, ++k) {
         const auto index = static_cast<int32_t>(drivers_.size());
+        const auto replica = static_cast<int32_t>(k);
+        Scheduler& first = *schedulers[k];
         const bool reserve_whole = pool.scheduler_config.memory.value_or(default_memory(pool.scheduler)) ==
                                    MemoryPolicy::kReserve;
-        drivers_.push_back(std::make_unique<ReplicaDriver>(engine_, index, pool.role, pool.replica, pool.plan,
-                                                           *schedulers[k], *pool.exec, view_, metrics_, *this,
-                                                           reserve_whole));
-        pool_of_.push_back(static_cast<int32_t>(pi));
+        // Pipeline parallelism: one virtual engine per stage, each with its own scheduler and 1/p of the
+        // KV blocks (vLLM's PP virtual engines), sharing the stages (Pipeline).
+        std::vector<std::unique_ptr<Scheduler>> more;
+        if (pool.role == ReplicaRole::kFull && pool.replica.pp > 1 && runs_virtual_engines(first.name())) {
+          for (int64_t v = 1; v < pool.replica.pp; ++v) {
+            more.push_back(first.fresh());
+            if (more.back() == nullptr) {
+              more.clear();
+              break;
+            }
+          }
+        }
+        const int64_t engines = 1 + static_cast<int64_t>(more.size());
+        ReplicaSpec ve_spec = pool.replica;
+        MemoryPlan ve_plan = pool.plan;
+        Pipeline* pipe = nullptr;
+        if (engines > 1) {
+          ve_plan.blocks = pool.plan.blocks / engines;
+          ve_plan.kv_tokens = ve_plan.blocks * pool.replica.block_size;
+          ve_plan.kv = Bytes(pool.plan.kv.count() / engines);
+          if (ve_spec.kv_tokens_override > 0) ve_spec.kv_tokens_override /= engines;
+          ve_spec.swap_space = Bytes(ve_spec.swap_space.count() / engines);
+          pipelines_.push_back(std::make_unique<Pipeline>(static_cast<int32_t>(engines)));
+          pipe = pipelines_.back().get();
+        }
+        std::vector<int32_t> group;
+        for (int64_t v = 0; v < engines; ++v) {
+          const auto d = static_cast<int32_t>(drivers_.size());
+          Scheduler* sched = &first;
+          if (v > 0) {
+            owned_schedulers_.push_back(std::move(more[static_cast<size_t>(v - 1)]));
+            sched = owned_schedulers_.back().get();
+          }
+          drivers_.push_back(std::make_unique<ReplicaDriver>(engine_, d, pool.role, ve_spec, ve_plan, *sched, *pool.exec,
+                                                             view_, metrics_, *this, reserve_whole));
+          drivers_.back()->set_pipeline(pipe, replica, static_cast<int32_t>(v));
+          pool_of_.push_back(static_cast<int32_t>(pi));
+          gpus.push_back(pool.replica.tp * pool.replica.pp);
+          links.push_back(&pool.link);
+          group.push_back(d);
+        }
+        engines_.resize(drivers_.size());
+        engines_[static_cast<size_t>(index)] = std::move(group);
+        pipeline_of_.push_back(pipe);
+        first_of_.push_back(index);
         (pool.role == ReplicaRole::kDecode ? decode_ : entry_).push_back(index);
-        gpus.push_back(pool.replica.tp * pool.replica.pp);
-        links.push_back(&pool.link);
       }
     }
     entry_router_ = make_router(spec.router, router_config(entry_), {});
@@ -172,7 +217,7 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     const Seq& s = d.replica().seq(id);
     switch (d.role()) {
       case ReplicaRole::kFull:
-        metrics_.done(s, now, d.index(), -1);
+        metrics_.done(s, now, d.replica_id(), -1);
         --in_system_;
         return;
       case ReplicaRole::kDecode:
@@ -233,7 +278,9 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     for (int32_t i : members) {
       const Replica& r = drivers_[static_cast<size_t>(i)]->replica();
       const int64_t unit_blocks = (r.spec().prefix_unit_tokens + r.block_size() - 1) / r.block_size();
-      rc.capacity_units.push_back(std::max<int64_t>(1, r.total_blocks() / unit_blocks));
+      int64_t blocks = 0;
+      for (int32_t e : engines_[static_cast<size_t>(i)]) blocks += drivers_[static_cast<size_t>(e)]->replica().total_blocks();
+      rc.capacity_units.push_back(std::max<int64_t>(1, blocks / unit_blocks));
     }
     return rc;
   }
@@ -260,10 +307,15 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
   void fill_loads(const std::vector<int32_t>& members) {
     loads_.clear();
     for (int32_t i : members) {
-      const Replica& r = drivers_[static_cast<size_t>(i)]->replica();
-      int64_t outstanding = r.live();
+      int64_t outstanding = 0, used = 0, total = 0;
+      for (int32_t e : engines_[static_cast<size_t>(i)]) {
+        const Replica& r = drivers_[static_cast<size_t>(e)]->replica();
+        outstanding += r.live();
+        used += r.used_blocks();
+        total += r.total_blocks();
+      }
       if (!pending_.empty()) outstanding += static_cast<int64_t>(pending_[static_cast<size_t>(i)].size());
-      loads_.push_back(ReplicaLoad{outstanding, r.used_blocks(), r.total_blocks()});
+      loads_.push_back(ReplicaLoad{outstanding, used, total});
     }
   }
 
@@ -274,7 +326,7 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     SimResult& res = result_.total;
     ++res.arrived;
     fill_loads(entry_);
-    ReplicaDriver& d = *drivers_[static_cast<size_t>(entry_[entry_router_->route(req, loads_)])];
+    ReplicaDriver& d = engine_for(entry_[entry_router_->route(req, loads_)]);
     RequestStatus status = RequestStatus::kDone;
     const int64_t output = req.output_tokens;
     if (d.role() == ReplicaRole::kPrefill) {
@@ -286,7 +338,7 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     }
     if (status != RequestStatus::kDone) {
       req.output_tokens = output;
-      metrics_.reject(req, status, d.index());
+      metrics_.reject(req, status, d.replica_id());
     } else {
       const SeqId id = d.admit(std::move(req), res.arrived);
       if (d.role() == ReplicaRole::kPrefill) {
@@ -302,6 +354,18 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
       ORRERY_CHECK(pending_req_->arrival >= now);
       engine_.schedule_at(pending_req_->arrival, this, 0);
     }
+  }
+
+  // The virtual engine of replica `first` (its first driver) a new request goes to: the one with the
+  // fewest requests (vLLM adds a request to the virtual engine with the fewest unfinished sequences);
+  // ties to the lowest. A replica without pipeline engines is its one driver.
+  ReplicaDriver& engine_for(int32_t first) {
+    const std::vector<int32_t>& group = engines_[static_cast<size_t>(first)];
+    int32_t best = group.front();
+    for (int32_t e : group) {
+      if (drivers_[static_cast<size_t>(e)]->replica().live() < drivers_[static_cast<size_t>(best)]->replica().live()) best = e;
+    }
+    return *drivers_[static_cast<size_t>(best)];
   }
 
   size_t new_handover() {
@@ -351,22 +415,16 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     int64_t total_blocks = 0;
     for (const auto& d : drivers_) {
       const ReplicaStats& st = d->stats();
-      const ReplicaCounters& c = d->replica().counters();
-      ReplicaCounters& t = r.counters;
-      t.preemptions += c.preemptions;
-      t.restarts += c.restarts;
-      t.swap_outs += c.swap_outs;
-      t.swap_ins += c.swap_ins;
-      t.wasted_tokens += c.wasted_tokens;
-      t.prefix_hit_tokens += c.prefix_hit_tokens;
-      t.prefill_tokens += c.prefill_tokens;
-      t.decode_tokens += c.decode_tokens;
+      add_counters(r.counters, d->replica().counters());
       r.iterations += st.iterations;
       batch_sum += st.batch_sum;
       r.batch_size_max = std::max(r.batch_size_max, st.batch_size_max);
       kv_block_seconds += st.kv_block_seconds;
       r.kv_utilization_max = std::max(r.kv_utilization_max, st.kv_utilization_max);
-      r.busy += st.busy;
+      if (d->index() == first_driver(d->replica_id())) {
+        const Pipeline* p = pipeline_of_[static_cast<size_t>(d->replica_id())];
+        r.busy += p != nullptr ? p->busy() : st.busy;
+      }
       total_blocks += d->replica().total_blocks();
     }
     const Time last = r.completed > 0 ? r.last_completion : end;
@@ -382,14 +440,21 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     const double span = (end - r.first_arrival).to_seconds();
     r.kv_utilization_mean = span > 0.0 ? kv_block_seconds / span / static_cast<double>(total_blocks) : 0.0;
     r.batch_size_mean = r.iterations > 0 ? batch_sum / static_cast<double>(r.iterations) : 0.0;
-    for (const auto& d : drivers_) {
+    // One summary per replica: a pipeline's virtual engines add up; its busy time is the time its first
+    // stage was booked.
+    for (size_t k = 0; k < pipeline_of_.size(); ++k) {
+      const int32_t first = first_driver(static_cast<int32_t>(k));
       ReplicaSummary s;
-      s.index = d->index();
-      s.pool = pool_of_[static_cast<size_t>(d->index())];
-      s.role = d->role();
-      s.stats = d->stats();
-      s.counters = d->replica().counters();
-      s.total_blocks = d->replica().total_blocks();
+      s.index = static_cast<int32_t>(k);
+      s.pool = pool_of_[static_cast<size_t>(first)];
+      s.role = drivers_[static_cast<size_t>(first)]->role();
+      for (int32_t e : engines_[static_cast<size_t>(first)]) {
+        const ReplicaDriver& d = *drivers_[static_cast<size_t>(e)];
+        add_stats(s.stats, d.stats());
+        add_counters(s.counters, d.replica().counters());
+        s.total_blocks += d.replica().total_blocks();
+      }
+      if (const Pipeline* p = pipeline_of_[k]; p != nullptr) s.stats.busy = p->busy();
       if (r.duration_s > 0.0) s.request_throughput = static_cast<double>(s.stats.finished) / r.duration_s;
       if (span > 0.0) {
         s.kv_utilization_mean = s.stats.kv_block_seconds / span / static_cast<double>(s.total_blocks);
@@ -397,6 +462,30 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
       }
       result_.replicas.push_back(s);
     }
+  }
+
+  // The first driver of replica k.
+  int32_t first_driver(int32_t k) const { return first_of_.empty() ? k : first_of_[static_cast<size_t>(k)]; }
+  static void add_stats(ReplicaStats& a, const ReplicaStats& b) {
+    a.admitted += b.admitted;
+    a.finished += b.finished;
+    a.iterations += b.iterations;
+    a.batch_sum += b.batch_sum;
+    a.batch_size_max = std::max(a.batch_size_max, b.batch_size_max);
+    a.kv_block_seconds += b.kv_block_seconds;
+    a.kv_utilization_max = std::max(a.kv_utilization_max, b.kv_utilization_max);
+    a.busy += b.busy;
+    a.peak_live += b.peak_live;
+  }
+  static void add_counters(ReplicaCounters& a, const ReplicaCounters& b) {
+    a.preemptions += b.preemptions;
+    a.restarts += b.restarts;
+    a.swap_outs += b.swap_outs;
+    a.swap_ins += b.swap_ins;
+    a.wasted_tokens += b.wasted_tokens;
+    a.prefix_hit_tokens += b.prefix_hit_tokens;
+    a.prefill_tokens += b.prefill_tokens;
+    a.decode_tokens += b.decode_tokens;
   }
 
   RequestSource& source_;
@@ -408,6 +497,13 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
   SchedulerView view_;
   des::Engine engine_;
   std::vector<std::unique_ptr<ReplicaDriver>> drivers_;
+  // Pipeline parallelism: per replica's first driver, its virtual engines (itself alone without a
+  // pipeline); per replica, its Pipeline (nullptr: one batch in flight) and first driver.
+  std::vector<std::vector<int32_t>> engines_;
+  std::vector<Pipeline*> pipeline_of_;
+  std::vector<int32_t> first_of_;
+  std::vector<std::unique_ptr<Pipeline>> pipelines_;
+  std::vector<std::unique_ptr<Scheduler>> owned_schedulers_;
   std::vector<int32_t> pool_of_;
   std::vector<int32_t> entry_;   // replicas requests arrive at (kFull or kPrefill)
   std::vector<int32_t> decode_;  // kDecode replicas

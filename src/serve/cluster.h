@@ -10,6 +10,12 @@
 //   Colocated Pools of role kFull (one pool of N identical replicas, or several pools of different
 //             GPUs / TP): the router picks among all of them. With one replica this is exactly
 //             simulate() (serve/simulator.h), which is implemented by it.
+//   Pipeline  A kFull replica with PP = p > 1 runs p virtual engines (vLLM's PP design): p drivers,
+//             each with its own scheduler (Scheduler::fresh, so make_scheduler's schedulers only) and
+//             1/p of the KV blocks and swap space, sharing the stages (Pipeline): up to p batches in
+//             flight. A request goes to the engine with the fewest requests. Reports are per replica
+//             (engines added up; busy = stage 0 booked). Not for the WAIT family (thresholds sized to
+//             the whole replica) nor disaggregated pools: one batch in flight there.
 //   Disaggregated  One kPrefill and one kDecode pool (DistServe, OSDI 2024; Splitwise, ISCA 2024). The
 //             router picks a prefill replica, which runs the request to its first token (TTFT ends
 //             there). The decode router then picks a decode replica, which reserves blocks for the
@@ -45,6 +51,10 @@
 namespace orrery::serve {
 
 // A group of identical replicas.
+// Whether replicas run by `scheduler` (a make_scheduler name) take one virtual engine per PP stage:
+// every scheduler but the WAIT family, whose thresholds are sized to the whole replica.
+bool runs_virtual_engines(std::string_view scheduler);
+
 struct PoolSpec {
   ReplicaRole role = ReplicaRole::kFull;
   int64_t replicas = 1;

@@ -400,5 +400,76 @@ TEST(Cluster, InvalidSpecsAreInputErrors) {
   }
 }
 
+// ---- pipeline parallelism: virtual engines (serve/replica_driver.h Pipeline) ------------------------
+TEST(Pipeline, ABatchEntersEachStageWhenTheBatchAheadLeavesIt) {
+  // Two stages. A 10 ms iteration at 0 holds stage 0 for [0, 5) and stage 1 for [5, 10). The next one
+  // can enter stage 0 at 5 and reach stage 1 at 10, when it frees: it starts at 5 (frees [10, 15)).
+  // A 4 ms one asked for at 6: stage 0 is free at 10, stage 1 at 15, which it would reach 2 ms after
+  // its start: start = max(6, 10 - 0, 15 - 2) = 13. Stage 0 was booked 5 + 5 + 2 = 12 ms.
+  Pipeline p(2);
+  EXPECT_EQ(p.reserve(Time::zero(), Time::ms(10)), Time::zero());
+  EXPECT_EQ(p.reserve(Time::zero(), Time::ms(10)), Time::ms(5));
+  EXPECT_EQ(p.reserve(Time::ms(6), Time::ms(4)), Time::ms(13));
+  EXPECT_EQ(p.busy(), Time::ms(12));
+}
+
+// Records iteration starts and engines.
+class IterationLog final : public SimObserver {
+ public:
+  void on_iteration(const IterationRecord& it) override { starts.emplace_back(it.start, it.engine); }
+  void on_request(const RequestRecord& r) override { finish[r.request->id] = r.finish; }
+  std::vector<std::pair<Time, int32_t>> starts;
+  std::map<int64_t, Time> finish;
+};
+
+TEST(Cluster, PipelineParallelReplicasRunOneBatchPerStageInFlight) {
+  // Llama-2-7B with PP 2, 10 ms per iteration whatever the batch, vLLM capped at one sequence per
+  // batch, two requests (prompt 100, output 3) at t = 0. Each of the replica's two virtual engines (one
+  // scheduler and half the KV blocks each) takes one: the fewest requests, ties to engine 0.
+  //   engine 0: iterations at 0, 10, 20 (each holds stage 0 for 5 ms, then stage 1 for 5 ms): A's
+  //             tokens at 10, 20, 30 ms;
+  //   engine 1: its first batch enters stage 0 when engine 0's leaves it, at 5; then 15, 25: B's
+  //             tokens at 15, 25, 35 ms.
+  // With one batch in flight (PP 1, or the cap of one sequence on one scheduler) B would wait for A:
+  // A at 30 ms, B at 60 ms. Stage 0 is booked 6 x 5 ms = 30 ms.
+  ClusterCase c;
+  PoolSpec& pool = c.add_pool(ReplicaRole::kFull, 1, 20000, Time::ms(10));
+  pool.replica.pp = 2;
+  pool.scheduler_config.max_seqs = 1;
+  IterationLog log;
+  const ClusterResult r = c.run({request(0, 0.0, 100, 3), request(1, 0.0, 100, 3)}, &log);
+  ASSERT_EQ(r.total.completed, 2);
+  EXPECT_EQ(log.finish.at(0), Time::ms(30));
+  EXPECT_EQ(log.finish.at(1), Time::ms(35));
+  const std::vector<std::pair<Time, int32_t>> want = {{Time::ms(0), 0},  {Time::ms(5), 1},  {Time::ms(10), 0},
+                                                      {Time::ms(15), 1}, {Time::ms(20), 0}, {Time::ms(25), 1}};
+  EXPECT_EQ(log.starts, want);
+  ASSERT_EQ(r.replicas.size(), 1u);
+  EXPECT_EQ(r.replicas[0].stats.iterations, 6);
+  EXPECT_EQ(r.replicas[0].stats.busy, Time::ms(30));
+  EXPECT_EQ(r.replicas[0].total_blocks, 20000 / 16);  // the engines' halves add up (block size 16)
+
+  ClusterCase one;
+  PoolSpec& flat = one.add_pool(ReplicaRole::kFull, 1, 20000, Time::ms(10));
+  flat.scheduler_config.max_seqs = 1;
+  IterationLog flat_log;
+  ASSERT_EQ(one.run({request(0, 0.0, 100, 3), request(1, 0.0, 100, 3)}, &flat_log).total.completed, 2);
+  EXPECT_EQ(flat_log.finish.at(0), Time::ms(30));
+  EXPECT_EQ(flat_log.finish.at(1), Time::ms(60));
+}
+
+TEST(Cluster, EachVirtualEngineHoldsItsShareOfTheKvCache) {
+  // 6,000 KV tokens over 2 engines: 3,000 each (vLLM gives each virtual engine 1/p of the blocks). A
+  // request of 4,000 tokens (within Llama-2's 4,096 context) fits the replica but no engine: rejected
+  // for KV. With PP 1 it runs.
+  ClusterCase c;
+  c.add_pool(ReplicaRole::kFull, 1, 6000, Time::ms(10)).replica.pp = 2;
+  const ClusterResult r = c.run({request(0, 0.0, 3000, 1000)});
+  EXPECT_EQ(r.total.rejected_kv, 1);
+  ClusterCase one;
+  one.add_pool(ReplicaRole::kFull, 1, 6000, Time::ms(10));
+  EXPECT_EQ(one.run({request(0, 0.0, 3000, 1000)}).total.completed, 1);
+}
+
 }  // namespace
 }  // namespace orrery::serve

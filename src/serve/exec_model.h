@@ -13,7 +13,8 @@
 //             Kernel times come from compute::ComputeModel (its calibration, docs/compute.md).
 //             Collectives: coll::predict_nccl (calibrated NCCL ring, vidur A100 calibration) over one
 //             NVSwitch machine of TP GPUs, tabulated at powers of two and interpolated linearly.
-//             PP: one batch in flight, stages run one after another (no pipelining across batches).
+//             PP: the time of one batch through all stages in turn; batches of different virtual
+//             engines overlap across stages in the replica (serve/replica_driver.h Pipeline).
 //   vidur-profile  the linear ops of a layer from a measured per-layer table (vidur's mlp.csv: sum
 //             of the medians of the layer's ops at T tokens for the replica's TP degree, linearly
 //             interpolated in T, extrapolated linearly from the last two points); the token

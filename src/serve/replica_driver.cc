@@ -70,11 +70,25 @@ void Sampler::add(const Sample& s) {
   while (next_ <= s.t) next_ += interval_;
 }
 
+Pipeline::Pipeline(int32_t stages) : free_(static_cast<size_t>(std::max(stages, 1)), Time::zero()) {}
+
+Time Pipeline::reserve(Time now, Time t) {
+  const auto p = static_cast<int64_t>(free_.size());
+  // Stage i starts floor(i t / p) after the iteration.
+  const auto offset = [&](int64_t i) { return Time::ps(t.picoseconds() * i / p); };
+  Time s = now;
+  for (int64_t i = 0; i < p; ++i) s = std::max(s, free_[static_cast<size_t>(i)] - offset(i));
+  for (int64_t i = 0; i < p; ++i) free_[static_cast<size_t>(i)] = s + offset(i + 1);
+  busy_ += offset(1);
+  return s;
+}
+
 ReplicaDriver::ReplicaDriver(des::Engine& engine, int32_t index, ReplicaRole role, const ReplicaSpec& spec,
                              const MemoryPlan& plan, Scheduler& scheduler, const ExecModel& exec,
                              const SchedulerView& view, MetricsSink& metrics, Listener& listener, bool reserve_whole)
     : engine_(engine),
       index_(index),
+      replica_id_(index),
       role_(role),
       replica_(spec, plan),
       scheduler_(scheduler),
@@ -144,6 +158,8 @@ void ReplicaDriver::start_iteration(Time now) {
   }
   for (const compute::AttentionSeq& p : batch_.padding) shape_.add(p.q, p.kv, false, p.q > 1);
   const Time t = exec_.iteration_time(shape_) + batch_.extra;
+  // A virtual engine's batch enters the pipeline when its stages have room (at once otherwise).
+  const Time begin = pipeline_ != nullptr ? pipeline_->reserve(now, t) : now;
   busy_ = true;
   ++stats_.iterations;
   const int64_t seqs = static_cast<int64_t>(shape_.seqs.size());
@@ -155,7 +171,7 @@ void ReplicaDriver::start_iteration(Time now) {
   listener_.on_iteration_start(*this, now);
   if (SimObserver* obs = metrics_.observer(); obs != nullptr) {
     IterationRecord rec;
-    rec.start = now;
+    rec.start = begin;
     rec.duration = t;
     rec.seqs = seqs;
     rec.tokens = shape_.tokens;
@@ -167,10 +183,11 @@ void ReplicaDriver::start_iteration(Time now) {
     rec.held = scheduler_.held();
     rec.waiting = scheduler_.waiting();
     rec.transfer = batch_.extra;
-    rec.replica = index_;
+    rec.replica = replica_id_;
+    rec.engine = engine_id_;
     obs->on_iteration(rec);
   }
-  engine_.schedule_at(now + t, this, 0);
+  engine_.schedule_at(begin + t, this, 0);
 }
 
 void ReplicaDriver::end_iteration(Time now) {

@@ -84,6 +84,25 @@ struct ReplicaStats {
   int64_t peak_live = 0;
 };
 
+// The stages of a pipeline-parallel replica, shared by its virtual engines (serve/cluster.h). An
+// iteration of duration t that starts at s runs on stage i during [s + floor(i t / p), s + floor((i+1)
+// t / p)): the execution-time model's whole-replica time split evenly over the p stages (their layers
+// are split evenly). A batch starts as soon as every stage is free when its turn comes, so up to p
+// batches are in flight, one per stage.
+class Pipeline {
+ public:
+  explicit Pipeline(int32_t stages);
+  int32_t stages() const { return static_cast<int32_t>(free_.size()); }
+  // The earliest start s >= now of an iteration of duration t; books its stages.
+  Time reserve(Time now, Time t);
+  // Time stage 0 has been booked (the replica's busy time: a new batch enters every stage in turn).
+  Time busy() const { return busy_; }
+
+ private:
+  std::vector<Time> free_;  // per stage: when it is next free
+  Time busy_;
+};
+
 class ReplicaDriver final : public des::EventHandler {
  public:
   // The caller's side of the replica's events.
@@ -107,6 +126,16 @@ class ReplicaDriver final : public des::EventHandler {
                 Listener& listener, bool reserve_whole = false);
 
   int32_t index() const { return index_; }
+  // The replica this driver runs, for reports (iterations, requests): its index unless it is one of a
+  // pipeline's virtual engines (set_pipeline).
+  int32_t replica_id() const { return replica_id_; }
+  // Makes this driver a virtual engine of a pipeline-parallel replica `replica_id`: its iterations
+  // start when `pipeline` (shared with the replica's other engines; outlives the driver) has room.
+  void set_pipeline(Pipeline* pipeline, int32_t replica_id, int32_t engine) {
+    pipeline_ = pipeline;
+    replica_id_ = replica_id;
+    engine_id_ = engine;
+  }
   ReplicaRole role() const { return role_; }
   Replica& replica() { return replica_; }
   const Replica& replica() const { return replica_; }
@@ -145,6 +174,9 @@ class ReplicaDriver final : public des::EventHandler {
 
   des::Engine& engine_;
   int32_t index_;
+  int32_t replica_id_;
+  int32_t engine_id_ = 0;
+  Pipeline* pipeline_ = nullptr;
   ReplicaRole role_;
   Replica replica_;
   Scheduler& scheduler_;

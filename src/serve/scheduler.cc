@@ -35,16 +35,27 @@ void validate(const SchedulerConfig& c, const Where& where) {
 
 std::unique_ptr<Scheduler> make_scheduler(std::string_view name, const SchedulerConfig& config, const Where& where) {
   validate(config, where);
-  if (name == "static") return make_static_scheduler(config);
-  if (name == "orca") return make_orca_scheduler(config);
-  if (name == "vllm") return make_vllm_scheduler(config);
-  if (name == "sarathi") return make_sarathi_scheduler(config);
-  if (name == "sjf") return make_sjf_scheduler(config);
-  if (name == "wait") return make_wait_scheduler(config, where);
-  if (name == "nested-wait") return make_nested_wait_scheduler(config, where);
-  std::vector<std::string> names;
-  for (const auto& i : scheduler_registry()) names.push_back(i.name);
-  throw InputError(where, "unknown scheduler '" + std::string(name) + "'", suggest(name, names));
+  std::unique_ptr<Scheduler> s;
+  if (name == "static") s = make_static_scheduler(config);
+  if (name == "orca") s = make_orca_scheduler(config);
+  if (name == "vllm") s = make_vllm_scheduler(config);
+  if (name == "sarathi") s = make_sarathi_scheduler(config);
+  if (name == "sjf") s = make_sjf_scheduler(config);
+  if (name == "wait") s = make_wait_scheduler(config, where);
+  if (name == "nested-wait") s = make_nested_wait_scheduler(config, where);
+  if (s == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& i : scheduler_registry()) names.push_back(i.name);
+    throw InputError(where, "unknown scheduler '" + std::string(name) + "'", suggest(name, names));
+  }
+  s->origin_name_ = std::string(name);
+  s->origin_config_ = config;
+  return s;
+}
+
+std::unique_ptr<Scheduler> Scheduler::fresh() const {
+  if (!origin_config_) return nullptr;
+  return make_scheduler(origin_name_, *origin_config_);
 }
 
 }  // namespace orrery::serve

@@ -80,6 +80,16 @@ class Scheduler {
   // Requests the scheduler holds (waiting, running, swapped, paused).
   virtual int64_t held() const = 0;
   virtual int64_t waiting() const = 0;
+  // A new, empty scheduler of the same name and configuration (the further virtual engines of a
+  // pipeline-parallel replica, serve/cluster.h), or nullptr when this one was not made by make_scheduler.
+  std::unique_ptr<Scheduler> fresh() const;
+  // Its make_scheduler name ("" when made otherwise).
+  const std::string& name() const { return origin_name_; }
+
+ private:
+  friend std::unique_ptr<Scheduler> make_scheduler(std::string_view, const SchedulerConfig&, const Where&);
+  std::string origin_name_;
+  std::optional<SchedulerConfig> origin_config_;
 };
 
 struct SchedulerInfo {

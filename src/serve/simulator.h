@@ -90,6 +90,7 @@ struct IterationRecord {
   int64_t waiting = 0;
   Time transfer;  // swap time inside the iteration
   int32_t replica = 0;  // index in the cluster (serve/cluster.h)
+  int32_t engine = 0;   // virtual engine of a pipeline-parallel replica (0 without a pipeline)
 };
 
 // Observers (per-request CSV, Chrome trace) get every record as it happens.
