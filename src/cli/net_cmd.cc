@@ -71,6 +71,13 @@ std::pair<std::string, int64_t> split_count(const std::string& s, char sep, cons
   return {s.substr(0, pos), v};
 }
 
+// The catalog node of --cluster NODE:COUNT and its GPU.
+std::pair<const hw::NodeSpec*, const hw::GpuSpec*> cluster_node(Context& ctx, const std::string& node_name) {
+  const io::Catalog& c = ctx.catalog();
+  const hw::NodeSpec& node = c.hw.get_node(node_name, kCl.with_key("--cluster"));
+  return {&node, &c.hw.get_gpu(node.gpu, Where{node.origin, 0, "nodes." + node.name + ".gpu"})};
+}
+
 net::Topology build_topology(Context& ctx, const NetArgs& a) {
   const int given = !a.cluster.empty() + !a.topology.empty() + !a.two_level.empty();
   if (given != 1) {
@@ -93,14 +100,12 @@ net::Topology build_topology(Context& ctx, const NetArgs& a) {
     return net::two_level(s, kCl.with_key("--two-level"));
   }
   const auto [node_name, count] = split_count(a.cluster, ':', "--cluster");
-  const io::Catalog& c = ctx.catalog();
-  const hw::NodeSpec& node = c.hw.get_node(node_name, kCl.with_key("--cluster"));
-  const hw::GpuSpec& gpu = c.hw.get_gpu(node.gpu, Where{node.origin, 0, "nodes." + node.name + ".gpu"});
+  const auto [node, gpu] = cluster_node(ctx, node_name);
   net::FabricOptions f;
   f.tiers = a.tiers;
   f.oversubscription = a.oversubscription;
   f.rail_optimized = !a.no_rail_optimized;
-  return net::from_catalog(node, gpu, static_cast<int32_t>(count), f, kCl.with_key("--cluster"));
+  return net::from_catalog(*node, *gpu, static_cast<int32_t>(count), f, kCl.with_key("--cluster"));
 }
 
 enum class Model { kFlow, kAlphaBeta, kNccl };
@@ -120,11 +125,8 @@ struct ClusterGpu {
 };
 ClusterGpu cluster_gpu(Context& ctx, const NetArgs& a) {
   if (a.cluster.empty()) return {};
-  const auto [node_name, count] = split_count(a.cluster, ':', "--cluster");
-  const io::Catalog& c = ctx.catalog();
-  const hw::NodeSpec& node = c.hw.get_node(node_name, kCl.with_key("--cluster"));
-  const hw::GpuSpec& gpu = c.hw.get_gpu(node.gpu, Where{node.origin, 0, "nodes." + node.name + ".gpu"});
-  return {gpu.architecture, node.intra_node == hw::IntraNode::kNvswitch};
+  const auto [node, gpu] = cluster_node(ctx, split_count(a.cluster, ':', "--cluster").first);
+  return {gpu->architecture, node->intra_node == hw::IntraNode::kNvswitch};
 }
 
 coll::NcclCalibration parse_calibration(const std::string& c, const std::string& architecture) {

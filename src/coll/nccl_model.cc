@@ -461,30 +461,17 @@ NcclPrediction predict_nccl(const net::Topology& topo, Op op, Bytes size, const 
 
   NcclPrediction best;
   bool have = false;
-  if (options.algorithm == Algorithm::kNvls) candidates.clear();
-  for (Protocol p : candidates) {
-    const RunResult r = run_protocol(topo, routes, op, algo, size, p, nodes, g, p2p, cal, po);
+  const auto consider = [&](const RunResult& r, Algorithm a, Protocol p) {
     const Time t = r.launch + r.flow.time;
-    if (!have || t < best.time) {
-      best.time = t;
-      best.algorithm = algo;
-      best.protocol = p;
-      best.launch = r.launch;
-      best.flow = r.flow;
-      have = true;
-    }
+    if (have && t >= best.time) return;
+    best = NcclPrediction{t, a, p, r.launch, r.flow};
+    have = true;
+  };
+  if (options.algorithm != Algorithm::kNvls) {
+    for (Protocol p : candidates) consider(run_protocol(topo, routes, op, algo, size, p, nodes, g, p2p, cal, po), algo, p);
   }
   if (nvls_possible && options.algorithm != Algorithm::kRing) {
-    const RunResult r = run_nvls(topo, routes, op, size, cal, options);
-    const Time t = r.launch + r.flow.time;
-    if (!have || t < best.time) {
-      best.time = t;
-      best.algorithm = Algorithm::kNvls;
-      best.protocol = Protocol::kSimple;
-      best.launch = r.launch;
-      best.flow = r.flow;
-      have = true;
-    }
+    consider(run_nvls(topo, routes, op, size, cal, options), Algorithm::kNvls, Protocol::kSimple);
   }
   ORRERY_ASSERT(have);
   return best;

@@ -94,55 +94,41 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
       const PoolSpec& pool = spec.pools[pi];
       for (int64_t i = 0; i < pool.replicas; ++i, ++k) {
         const auto index = static_cast<int32_t>(drivers_.size());
-        const auto replica = static_cast<int32_t>(k);
         Scheduler& first = *schedulers[k];
         const bool reserve_whole = pool.scheduler_config.memory.value_or(default_memory(pool.scheduler)) ==
                                    MemoryPolicy::kReserve;
-        // Pipeline parallelism: one virtual engine per stage, each with its own scheduler and 1/p of the
-        // KV blocks (vLLM's PP virtual engines), sharing the stages (Pipeline).
-        std::vector<std::unique_ptr<Scheduler>> more;
-        if (pool.role == ReplicaRole::kFull && pool.replica.pp > 1 && runs_virtual_engines(first.name())) {
-          for (int64_t v = 1; v < pool.replica.pp; ++v) {
-            more.push_back(first.fresh());
-            if (more.back() == nullptr) {
-              more.clear();
-              break;
-            }
-          }
-        }
-        const int64_t engines = 1 + static_cast<int64_t>(more.size());
+        // Pipeline parallelism: one virtual engine per stage, each with its own scheduler (fresh() never
+        // fails for a named scheduler) and 1/p of the KV blocks (vLLM's PP virtual engines), sharing the
+        // stages (Pipeline).
+        const int64_t engines = pool.role == ReplicaRole::kFull && runs_virtual_engines(first.name())
+                                    ? std::max<int64_t>(1, pool.replica.pp)
+                                    : 1;
         ReplicaSpec ve_spec = pool.replica;
         MemoryPlan ve_plan = pool.plan;
-        Pipeline* pipe = nullptr;
+        Group& group = groups_.emplace_back();
         if (engines > 1) {
           ve_plan.blocks = pool.plan.blocks / engines;
           ve_plan.kv_tokens = ve_plan.blocks * pool.replica.block_size;
           ve_plan.kv = Bytes(pool.plan.kv.count() / engines);
           if (ve_spec.kv_tokens_override > 0) ve_spec.kv_tokens_override /= engines;
           ve_spec.swap_space = Bytes(ve_spec.swap_space.count() / engines);
-          pipelines_.push_back(std::make_unique<Pipeline>(static_cast<int32_t>(engines)));
-          pipe = pipelines_.back().get();
+          group.pipeline = std::make_unique<Pipeline>(static_cast<int32_t>(engines));
         }
-        std::vector<int32_t> group;
         for (int64_t v = 0; v < engines; ++v) {
           const auto d = static_cast<int32_t>(drivers_.size());
           Scheduler* sched = &first;
           if (v > 0) {
-            owned_schedulers_.push_back(std::move(more[static_cast<size_t>(v - 1)]));
+            owned_schedulers_.push_back(first.fresh());
             sched = owned_schedulers_.back().get();
           }
           drivers_.push_back(std::make_unique<ReplicaDriver>(engine_, d, pool.role, ve_spec, ve_plan, *sched, *pool.exec,
                                                              view_, metrics_, *this, reserve_whole));
-          drivers_.back()->set_pipeline(pipe, replica, static_cast<int32_t>(v));
+          drivers_.back()->set_pipeline(group.pipeline.get(), static_cast<int32_t>(k), static_cast<int32_t>(v));
           pool_of_.push_back(static_cast<int32_t>(pi));
           gpus.push_back(pool.replica.tp * pool.replica.pp);
           links.push_back(&pool.link);
-          group.push_back(d);
+          group.engines.push_back(d);
         }
-        engines_.resize(drivers_.size());
-        engines_[static_cast<size_t>(index)] = std::move(group);
-        pipeline_of_.push_back(pipe);
-        first_of_.push_back(index);
         (pool.role == ReplicaRole::kDecode ? decode_ : entry_).push_back(index);
       }
     }
@@ -279,7 +265,7 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
       const Replica& r = drivers_[static_cast<size_t>(i)]->replica();
       const int64_t unit_blocks = (r.spec().prefix_unit_tokens + r.block_size() - 1) / r.block_size();
       int64_t blocks = 0;
-      for (int32_t e : engines_[static_cast<size_t>(i)]) blocks += drivers_[static_cast<size_t>(e)]->replica().total_blocks();
+      for (int32_t e : group_of(i).engines) blocks += drivers_[static_cast<size_t>(e)]->replica().total_blocks();
       rc.capacity_units.push_back(std::max<int64_t>(1, blocks / unit_blocks));
     }
     return rc;
@@ -308,7 +294,7 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     loads_.clear();
     for (int32_t i : members) {
       int64_t outstanding = 0, used = 0, total = 0;
-      for (int32_t e : engines_[static_cast<size_t>(i)]) {
+      for (int32_t e : group_of(i).engines) {
         const Replica& r = drivers_[static_cast<size_t>(e)]->replica();
         outstanding += r.live();
         used += r.used_blocks();
@@ -356,13 +342,13 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     }
   }
 
-  // The virtual engine of replica `first` (its first driver) a new request goes to: the one with the
-  // fewest requests (vLLM adds a request to the virtual engine with the fewest unfinished sequences);
-  // ties to the lowest. A replica without pipeline engines is its one driver.
+  // The virtual engine of driver `first`'s replica a new request goes to: the one with the fewest
+  // requests (vLLM adds a request to the virtual engine with the fewest unfinished sequences); ties to
+  // the lowest. A replica without pipeline engines is its one driver.
   ReplicaDriver& engine_for(int32_t first) {
-    const std::vector<int32_t>& group = engines_[static_cast<size_t>(first)];
-    int32_t best = group.front();
-    for (int32_t e : group) {
+    const std::vector<int32_t>& engines = group_of(first).engines;
+    int32_t best = engines.front();
+    for (int32_t e : engines) {
       if (drivers_[static_cast<size_t>(e)]->replica().live() < drivers_[static_cast<size_t>(best)]->replica().live()) best = e;
     }
     return *drivers_[static_cast<size_t>(best)];
@@ -421,10 +407,6 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
       r.batch_size_max = std::max(r.batch_size_max, st.batch_size_max);
       kv_block_seconds += st.kv_block_seconds;
       r.kv_utilization_max = std::max(r.kv_utilization_max, st.kv_utilization_max);
-      if (d->index() == first_driver(d->replica_id())) {
-        const Pipeline* p = pipeline_of_[static_cast<size_t>(d->replica_id())];
-        r.busy += p != nullptr ? p->busy() : st.busy;
-      }
       total_blocks += d->replica().total_blocks();
     }
     const Time last = r.completed > 0 ? r.last_completion : end;
@@ -442,19 +424,21 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     r.batch_size_mean = r.iterations > 0 ? batch_sum / static_cast<double>(r.iterations) : 0.0;
     // One summary per replica: a pipeline's virtual engines add up; its busy time is the time its first
     // stage was booked.
-    for (size_t k = 0; k < pipeline_of_.size(); ++k) {
-      const int32_t first = first_driver(static_cast<int32_t>(k));
+    for (size_t k = 0; k < groups_.size(); ++k) {
+      const Group& group = groups_[k];
+      const int32_t first = group.engines.front();
       ReplicaSummary s;
       s.index = static_cast<int32_t>(k);
       s.pool = pool_of_[static_cast<size_t>(first)];
       s.role = drivers_[static_cast<size_t>(first)]->role();
-      for (int32_t e : engines_[static_cast<size_t>(first)]) {
+      for (int32_t e : group.engines) {
         const ReplicaDriver& d = *drivers_[static_cast<size_t>(e)];
         add_stats(s.stats, d.stats());
         add_counters(s.counters, d.replica().counters());
         s.total_blocks += d.replica().total_blocks();
       }
-      if (const Pipeline* p = pipeline_of_[k]; p != nullptr) s.stats.busy = p->busy();
+      if (group.pipeline != nullptr) s.stats.busy = group.pipeline->busy();
+      r.busy += s.stats.busy;
       if (r.duration_s > 0.0) s.request_throughput = static_cast<double>(s.stats.finished) / r.duration_s;
       if (span > 0.0) {
         s.kv_utilization_mean = s.stats.kv_block_seconds / span / static_cast<double>(s.total_blocks);
@@ -464,8 +448,15 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
     }
   }
 
-  // The first driver of replica k.
-  int32_t first_driver(int32_t k) const { return first_of_.empty() ? k : first_of_[static_cast<size_t>(k)]; }
+  // Per replica (ReplicaDriver::replica_id): its drivers, the virtual engines of a pipeline-parallel
+  // replica or its one driver, and their shared Pipeline (nullptr: one batch in flight).
+  struct Group {
+    std::vector<int32_t> engines;
+    std::unique_ptr<Pipeline> pipeline;
+  };
+  const Group& group_of(int32_t driver) const {
+    return groups_[static_cast<size_t>(drivers_[static_cast<size_t>(driver)]->replica_id())];
+  }
   static void add_stats(ReplicaStats& a, const ReplicaStats& b) {
     a.admitted += b.admitted;
     a.finished += b.finished;
@@ -497,13 +488,8 @@ class ClusterSim final : public des::EventHandler, public ReplicaDriver::Listene
   SchedulerView view_;
   des::Engine engine_;
   std::vector<std::unique_ptr<ReplicaDriver>> drivers_;
-  // Pipeline parallelism: per replica's first driver, its virtual engines (itself alone without a
-  // pipeline); per replica, its Pipeline (nullptr: one batch in flight) and first driver.
-  std::vector<std::vector<int32_t>> engines_;
-  std::vector<Pipeline*> pipeline_of_;
-  std::vector<int32_t> first_of_;
-  std::vector<std::unique_ptr<Pipeline>> pipelines_;
-  std::vector<std::unique_ptr<Scheduler>> owned_schedulers_;
+  std::vector<Group> groups_;                                 // per replica
+  std::vector<std::unique_ptr<Scheduler>> owned_schedulers_;  // the further engines' schedulers
   std::vector<int32_t> pool_of_;
   std::vector<int32_t> entry_;   // replicas requests arrive at (kFull or kPrefill)
   std::vector<int32_t> decode_;  // kDecode replicas

@@ -92,7 +92,6 @@ struct ReplicaStats {
 class Pipeline {
  public:
   explicit Pipeline(int32_t stages);
-  int32_t stages() const { return static_cast<int32_t>(free_.size()); }
   // The earliest start s >= now of an iteration of duration t; books its stages.
   Time reserve(Time now, Time t);
   // Time stage 0 has been booked (the replica's busy time: a new batch enters every stage in turn).

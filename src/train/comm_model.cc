@@ -1,6 +1,7 @@
 #include "train/comm_model.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "coll/nccl_model.h"
 
@@ -62,29 +63,33 @@ Time AlphaBetaComm::nccl_time(coll::Op op, Bytes size, const coll::AlphaBetaPara
 }
 
 // NVLS inside the switch domain: the closed form 2a + (n+1)/n S/B with 2a = NCCL's NVLS latency (its
-// baseLat is 0) and B the NVLink rate at NVLS's efficiency.
-Time AlphaBetaComm::nvls_time(Bytes size, const coll::AlphaBetaParams& p) const {
+// baseLat is 0) and B the NVLink rate at NVLS's efficiency. Only for all-reduces of GPUs with NVLink
+// SHARP whose group lies inside one NVLink domain.
+std::optional<Time> AlphaBetaComm::nvls_time(coll::Op op, Bytes size, const coll::AlphaBetaParams& p) const {
+  if (op != coll::Op::kAllReduce || cluster_.nvls_efficiency <= 0 || cluster_.scaleup_bandwidth.bytes_per_second() <= 0 ||
+      p.ranks > p.ranks_per_node) {
+    return std::nullopt;
+  }
   coll::AlphaBetaParams q = p;
   q.intra = coll::Level{Time::ps(coll::nccl_nvls_latency().picoseconds() / 2),
                         p.intra.bandwidth * coll::nccl_nvls_bandwidth_factor(cluster_.nvls_efficiency)};
-  return coll::alpha_beta_time(coll::Op::kAllReduce, coll::Algorithm::kNvls, size, q);
+  return coll::alpha_beta_time(op, coll::Algorithm::kNvls, size, q);
 }
 
 bool AlphaBetaComm::uses_nvls(coll::Op op, Bytes size, Group g) const {
-  if (op != coll::Op::kAllReduce || cluster_.nvls_efficiency <= 0 || cluster_.scaleup_bandwidth.bytes_per_second() <= 0) {
-    return false;
-  }
   if (group_size(plan_, g) <= 1 || size.count() <= 0) return false;
   const coll::AlphaBetaParams p = params(g);
-  if (p.ranks > p.ranks_per_node) return false;
-  return nvls_time(size, p) < nccl_time(op, size, p);
+  const std::optional<Time> nvls = nvls_time(op, size, p);
+  return nvls && *nvls < nccl_time(op, size, p);
 }
 
 Time AlphaBetaComm::collective(coll::Op op, Bytes size, Group g) const {
   const int64_t n = group_size(plan_, g);
   if (n <= 1 || size.count() <= 0) return Time::zero();
   const coll::AlphaBetaParams p = params(g);
-  return uses_nvls(op, size, g) ? nvls_time(size, p) : nccl_time(op, size, p);
+  const Time nccl = nccl_time(op, size, p);
+  const std::optional<Time> nvls = nvls_time(op, size, p);
+  return nvls && *nvls < nccl ? *nvls : nccl;
 }
 
 Time AlphaBetaComm::p2p(Bytes size) const {

@@ -57,10 +57,10 @@ struct ClusterSpec {
   double network_efficiency = 4096.0 / 4122.0;  // InfiniBand 4 KiB MTU packet overhead
   Time collective_launch = Time::ns(6800);      // NCCL baseLat Ring/Simple (tuning.cc)
 
+  int64_t domain_gpus() const { return scaleup_domain_gpus > 0 ? scaleup_domain_gpus : gpus_per_node; }
   // From a catalog node (its GPU, NICs, PCIe, NVLink domain) or, with node == nullptr, a GPU alone in
   // machines of `gpus_per_node` with one `nic` per GPU (no NVLS: whether an NVSwitch joins them is
   // unknown). The NVLink efficiency follows the GPU's architecture.
-  int64_t domain_gpus() const { return scaleup_domain_gpus > 0 ? scaleup_domain_gpus : gpus_per_node; }
   static ClusterSpec from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec* node, int64_t gpus_per_node = 8,
                                   Bandwidth nic = Bandwidth(50e9));
 };
@@ -110,8 +110,9 @@ class AlphaBetaComm final : public CommModel {
 
  private:
   Bandwidth intra_node_bandwidth() const;
-  // The NVLS time of an all-reduce of `size` over a group with parameters p, and the ring/tree one.
-  Time nvls_time(Bytes size, const coll::AlphaBetaParams& p) const;
+  // The NVLS time of `op` over a group with parameters p (nullopt where NVLS does not apply), and the
+  // time of NCCL's ring/tree choice.
+  std::optional<Time> nvls_time(coll::Op op, Bytes size, const coll::AlphaBetaParams& p) const;
   Time nccl_time(coll::Op op, Bytes size, const coll::AlphaBetaParams& p) const;
   ClusterSpec cluster_;
   Plan plan_;

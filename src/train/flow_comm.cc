@@ -94,14 +94,6 @@ class GroupsProgram final : public coll::Program {
 class EfficientPaths final : public coll::PathProvider {
  public:
   EfficientPaths(const net::Topology& t, const ClusterSpec& c) : topo_(t), inner_(t, net::RailPolicy::kRailAligned), c_(c) {}
-  // Scale-up capacities for an NVLS run: times NCCL's NVLS share (coll::nccl_nvls_bandwidth_factor).
-  std::vector<Bandwidth> capacities(double scaleup_factor) const {
-    std::vector<Bandwidth> caps = capacities();
-    for (size_t i = 0; i < caps.size(); ++i) {
-      if (topo_.link(static_cast<net::LinkId>(i)).kind == net::LinkKind::kScaleup) caps[i] = caps[i] * scaleup_factor;
-    }
-    return caps;
-  }
   Time path(int32_t src, int32_t dst, uint64_t key, std::vector<net::LinkUse>& out) override {
     return inner_.path(src, dst, key, out);
   }
@@ -163,6 +155,7 @@ Time FlowComm::run(coll::Op op, Bytes size, Group g) const {
   const int64_t n = group_size(plan_, g);
   const int64_t stride = group_stride(plan_, g);
   GroupsProgram program(ranks);
+  bool nvls = false;
   if (op == coll::Op::kSendRecv) {
     // Every rank of every stage but the last sends to the same rank of the next stage.
     coll::ProgramOptions o;
@@ -173,30 +166,22 @@ Time FlowComm::run(coll::Op op, Bytes size, Group g) const {
       program.add(coll::make_program(op, coll::Algorithm::kDirect, 2, size, o),
                   {r, static_cast<int32_t>(r + stride)});
     }
-  } else if (alpha_beta_.uses_nvls(op, size, g)) {
-    // Every group in one NVLink domain: in-switch reduction, 128 KiB chunks (NCCL_NVLS_CHUNKSIZE), on
-    // scale-up links at NCCL's NVLS share.
-    coll::ProgramOptions o;
-    o.chunk = Bytes::KiB(128);
-    for (int32_t r = 0; r < ranks; ++r) {
-      if ((r / stride) % n != 0) continue;
-      std::vector<int32_t> members(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) members[static_cast<size_t>(i)] = static_cast<int32_t>(r + i * stride);
-      program.add(coll::make_program(op, coll::Algorithm::kNvls, static_cast<int32_t>(n), size, o), std::move(members));
-    }
-    des::Engine engine;
-    const auto* paths = static_cast<const EfficientPaths*>(paths_.get());
-    net::FlowNetwork network(engine, paths->capacities(coll::nccl_nvls_bandwidth_factor(cluster_.nvls_efficiency)));
-    return coll::execute(program, engine, network, *paths_).time;
   } else {
+    // NVLS where AlphaBetaComm picks it: in-switch reduction, 128 KiB chunks (NCCL_NVLS_CHUNKSIZE), on
+    // scale-up links at NCCL's NVLS share. Else NCCL's ring/tree choice.
+    nvls = alpha_beta_.uses_nvls(op, size, g);
     const coll::AlphaBetaParams ab = alpha_beta_.params(g);
-    const coll::Algorithm algo = coll::choose_algorithm(op, size, ab);
+    const coll::Algorithm algo = nvls ? coll::Algorithm::kNvls : coll::choose_algorithm(op, size, ab);
     coll::ProgramOptions o;
-    const auto per_node = static_cast<int32_t>(ab.ranks_per_node);
-    o.ranks_per_node = n % per_node == 0 ? per_node : static_cast<int32_t>(n);
-    o.channels = std::clamp(per_node, 1, 16);
-    const int64_t steps_bytes = size.count() / std::max<int64_t>(1, n * o.channels * 2);
-    o.chunk = Bytes(std::max<int64_t>(Bytes::KiB(512).count(), steps_bytes));
+    if (nvls) {
+      o.chunk = Bytes::KiB(128);
+    } else {
+      const auto per_node = static_cast<int32_t>(ab.ranks_per_node);
+      o.ranks_per_node = n % per_node == 0 ? per_node : static_cast<int32_t>(n);
+      o.channels = std::clamp(per_node, 1, 16);
+      const int64_t steps_bytes = size.count() / std::max<int64_t>(1, n * o.channels * 2);
+      o.chunk = Bytes(std::max<int64_t>(Bytes::KiB(512).count(), steps_bytes));
+    }
     for (int32_t r = 0; r < ranks; ++r) {
       if ((r / stride) % n != 0) continue;  // r is its group's first member
       std::vector<int32_t> members(static_cast<size_t>(n));
@@ -204,8 +189,15 @@ Time FlowComm::run(coll::Op op, Bytes size, Group g) const {
       program.add(coll::make_program(op, algo, static_cast<int32_t>(n), size, o), std::move(members));
     }
   }
+  std::vector<Bandwidth> caps = paths_->capacities();
+  if (nvls) {
+    const double share = coll::nccl_nvls_bandwidth_factor(cluster_.nvls_efficiency);
+    for (size_t i = 0; i < caps.size(); ++i) {
+      if (topo_.link(static_cast<net::LinkId>(i)).kind == net::LinkKind::kScaleup) caps[i] = caps[i] * share;
+    }
+  }
   des::Engine engine;
-  net::FlowNetwork network(engine, paths_->capacities());
+  net::FlowNetwork network(engine, caps);
   return coll::execute(program, engine, network, *paths_).time;
 }
 
