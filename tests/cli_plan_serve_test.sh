@@ -96,4 +96,58 @@ then pass=$((pass+1)); else echo "FAIL plan serve calibration"; fail=$((fail+1))
 expect plan-serve-calibration-gpu 2 "is for a GPU that is not among --gpus" -- plan serve --model llama2-7b --gpus h100-sxm --tp 1 --schedulers vllm --requests 200 --calibration "$tmpk/half.yaml"
 rm -rf "$tmpk"
 
+# --stable-only: no latency SLO, the largest stable rate (what limits every configuration just above it
+# is instability; the run at the capacity has a TTFT slope within serve/capacity.h's 0.005 s/s).
+st=(plan serve --model llama2-7b --gpus a100-sxm-80gb --tp 1 --schedulers vllm,sarathi --workload "prompt=512,output=20"
+    --requests 2000 --stable-only --quiet)
+expect stable-only-table 0 "at the largest stable rate" -- "${st[@]}"
+expect stable-only-slos 0 "SLOs: none" -- "${st[@]}"
+if python3 - "$("$bin" --json "${st[@]}" 2>/dev/null)" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+assert j["stable_only"] is True and j["slos"] == [], (j["stable_only"], j["slos"])
+assert j["profile"] is None and j["kv_tokens_override"] is None and j["cpu_overhead_s"] == 0.001
+assert len(j["top"]) == 2
+for t in j["top"]:
+    assert t["limit"] == "unstable", t["limit"]
+    assert t["at_max_rate"]["latency_slope"] <= 0.005
+PY
+then pass=$((pass+1)); else echo "FAIL stable-only json"; fail=$((fail+1)); fi
+expect stable-only-with-slo 2 "--stable-only.*slo-ttft-p90" -- plan serve --model llama2-7b --stable-only --slo-ttft-p90 2s
+one_line_error stable-only-with-slo-line plan serve --model llama2-7b --stable-only --slo-ttft-p90 2s
+
+# vidur-profile from a measured per-layer table (a small synthetic one here: 0.3 ms per layer at one
+# token, 1 ms at 512, 8 ms at 4,096; TP 1 only) and --kv-tokens. With --kv-tokens 1000 (63 blocks of
+# 16) one (512, 20) request holds 32 blocks at admission and 34 at its end, so a second is never
+# admitted beside it (32 + 32 > 63 - the 1% watermark): requests are served one at a time, each taking
+# at least 20 decode steps x 32 layers x 0.3 ms = 192 ms, so the stable rate is below 1 / 0.192 =
+# 5.2 req/s; with the memory plan's cache (about 400k tokens) requests batch and it is over twice that.
+printf 'num_tokens,num_tensor_parallel_workers,time_stats.emb.median,time_stats.attn_pre_proj.median\n1,1,0.01,0.3\n512,1,0.02,1.0\n4096,1,0.1,8.0\n' >"$tmp/mlp.csv"
+pf=(plan serve --model llama2-7b --gpus a100-sxm-80gb --tp 1 --schedulers vllm --workload "prompt=512,output=20"
+    --requests 1000 --stable-only --exec-model vidur-profile --profile "$tmp/mlp.csv" --quiet --json)
+if python3 - "$("$bin" "${pf[@]}" 2>/dev/null)" "$("$bin" "${pf[@]}" --kv-tokens 1000 2>/dev/null)" \
+    "$("$bin" "${pf[@]}" --cpu-overhead 0ms --cpu-overhead-per-seq 0us 2>/dev/null)" <<'PY'
+import json, sys
+full, small, nocpu = (json.loads(x) for x in sys.argv[1:4])
+assert full["exec_model"] == "vidur-profile" and full["profile"].endswith("mlp.csv")
+rf, rs, r0 = (j["top"][0]["max_rate"] for j in (full, small, nocpu))
+assert small["kv_tokens_override"] == 1000 and small["top"][0]["kv_capacity_tokens"] == 1008
+assert 0 < rs < 1 / 0.192, rs
+assert rf > 2 * rs, (rf, rs)
+assert nocpu["cpu_overhead_s"] == 0 and r0 >= rf, (r0, rf)
+PY
+then pass=$((pass+1)); else echo "FAIL vidur-profile / kv-tokens / cpu-overhead"; fail=$((fail+1)); fi
+# A TP degree the table lacks rules out those configurations only, with the reason.
+expect profile-missing-tp 0 "profile no row for TP 2" -- plan serve --model llama2-7b --gpus a100-sxm-80gb --tp 1,2 \
+  --schedulers vllm --workload "prompt=512,output=20" --requests 300 --exec-model vidur-profile --profile "$tmp/mlp.csv" --quiet
+expect profile-needed 2 "--profile.*missing" -- plan serve --model llama2-7b --exec-model vidur-profile
+expect profile-unread 2 "--profile.*vidur-profile only" -- plan serve --model llama2-7b --profile "$tmp/mlp.csv"
+expect profile-two-gpus 2 "one GPU type" -- plan serve --model llama2-7b --exec-model vidur-profile --profile "$tmp/mlp.csv"
+expect profile-no-file 2 "cannot open" -- plan serve --model llama2-7b --gpus a100-sxm-80gb --exec-model vidur-profile --profile "$tmp/none.csv"
+printf 'num_tokens,num_tensor_parallel_workers,time_stats.emb.median,time_stats.attn_pre_proj.median\n1,1,0.01,x\n' >"$tmp/bad.csv"
+expect profile-bad-line 2 "bad.csv:2" -- plan serve --model llama2-7b --gpus a100-sxm-80gb --exec-model vidur-profile --profile "$tmp/bad.csv"
+one_line_error profile-bad-line-one plan serve --model llama2-7b --gpus a100-sxm-80gb --exec-model vidur-profile --profile "$tmp/bad.csv"
+expect bad-kv-tokens 2 "--kv-tokens" -- plan serve --model llama2-7b --kv-tokens -5
+expect bad-cpu-overhead 2 "--cpu-overhead" -- plan serve --model llama2-7b --cpu-overhead 1
+
 finish plan_serve

@@ -1,10 +1,11 @@
 // `orrery plan serve`: capacity planning for LLM serving (serve/capacity.h, docs/serving.md "Capacity
 // planning"). Over a grid of GPU types, TP x PP, schedulers, caps and replica counts, the largest arrival
-// rate meeting the SLOs (bisection on the rate, fixed seed and workload), ranked by cost per 1M requests
-// from the catalog prices. Exit 0 with at least one feasible configuration, 1 when none is (the reasons
-// are printed), 2 for bad input.
+// rate meeting the SLOs (with --stable-only: the largest stable rate), by bisection on the rate with a
+// fixed seed and workload, ranked by cost per 1M requests from the catalog prices. Exit 0 with at least
+// one feasible configuration, 1 when none is (the reasons are printed), 2 for bad input.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "cli/output.h"
 #include "core/progress.h"
 #include "core/strings.h"
+#include "core/unit_parse.h"
 #include "io/calibration_file.h"
 #include "io/trace_reader.h"
 #include "serve/capacity.h"
@@ -50,8 +52,13 @@ struct PlanServeArgs {
   uint64_t seed = 0;
   std::string dtype = "fp16";
   std::string exec_model = "roofline";
+  std::string profile;      // --profile FILE: vidur-profile's mlp.csv
   std::string calibration;  // --calibration FILE: for the configurations on its GPU
   std::vector<std::string> slo_values = std::vector<std::string>(9);  // by sv::slo_names()
+  bool stable_only = false;  // no latency SLO: the largest stable rate
+  int64_t kv_tokens = 0;     // KV capacity override per replica (0: the memory plan)
+  std::string cpu_overhead = "1 ms";
+  std::string cpu_overhead_per_seq = "10 us";
   int64_t top = 10;
   int threads = 0;
   double tolerance = 0.02;
@@ -177,9 +184,18 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   for (size_t i = 0; i < names.size(); ++i) {
     if (!a.slo_values[i].empty()) o.slos.push_back(sv::parse_slo(names[i], a.slo_values[i], kCl.with_key("--slo-" + names[i])));
   }
-  if (o.slos.empty()) {
+  if (a.stable_only && !o.slos.empty()) {
+    throw InputError(kCl.with_key("--stable-only"), "asks for the largest stable rate with no latency SLO, but --slo-" +
+                                                        o.slos.front().name() + " is given",
+                     "drop the --slo-* bounds or --stable-only");
+  }
+  if (o.slos.empty() && !a.stable_only) {
     o.slos = {sv::parse_slo("ttft-p90", "2s"), sv::parse_slo("tpot-p99", "200ms")};  // the issue's example SLO
   }
+  if (a.kv_tokens < 0) throw InputError(kCl.with_key("--kv-tokens"), fmt::format("expected a token count >= 1 (or 0: the memory plan), found {}", a.kv_tokens));
+  o.base.kv_tokens_override = a.kv_tokens;
+  o.exec.cpu_base = parse_time(a.cpu_overhead, kCl.with_key("--cpu-overhead"));
+  o.exec.cpu_per_seq = parse_time(a.cpu_overhead_per_seq, kCl.with_key("--cpu-overhead-per-seq"));
   o.base.dtype = *dt;
   o.exec_model = a.exec_model;
   o.start_rate = a.start_rate;
@@ -188,9 +204,17 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   {
     // An unknown execution-time model or scheduler is an error for every configuration: check once here.
-    const std::vector<std::string> known = {"roofline", "linear", "piecewise"};  // vidur-profile needs a --profile
+    const std::vector<std::string> known = {"roofline", "vidur-profile", "linear", "piecewise"};
     if (std::find(known.begin(), known.end(), a.exec_model) == known.end()) {
       throw InputError(kCl.with_key("--exec-model"), "unknown execution-time model '" + a.exec_model + "'", suggest(a.exec_model, known));
+    }
+    if (a.exec_model == "vidur-profile" && a.profile.empty()) {
+      throw InputError(kCl.with_key("--profile"), "missing: --exec-model vidur-profile reads the model's measured mlp.csv",
+                       "e.g. --profile profiles/vidur/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv");
+    }
+    if (!a.profile.empty() && a.exec_model != "vidur-profile") {
+      throw InputError(kCl.with_key("--profile"), "is read by --exec-model vidur-profile only, not " + a.exec_model,
+                       "add --exec-model vidur-profile");
     }
   }
   std::vector<std::string> sched_names;
@@ -229,6 +253,30 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
     }
   }
   const std::vector<int64_t> tps = int_list(a.tp, "--tp"), pps = int_list(a.pp, "--pp");
+  if (!a.profile.empty()) {
+    // One GPU type: the table was measured on one. Read it once, check it parses for a TP degree it
+    // has (a degree it lacks rules out those configurations only), and give every configuration a copy.
+    if (gpus.size() != 1) {
+      throw InputError(kCl.with_key("--profile"),
+                       fmt::format("a vidur profile is measured on one GPU type; --gpus names {}", gpus.size()),
+                       "give --gpus the profile's GPU only");
+    }
+    std::ifstream in(a.profile, std::ios::binary);
+    if (!in) throw InputError(kCl.with_key("--profile"), "cannot open '" + a.profile + "'");
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto shared = std::make_shared<const std::string>(text.str());
+    for (int64_t tp : tps) {
+      std::istringstream check(*shared);
+      try {
+        (void)sv::read_vidur_profile(check, a.profile, tp);
+      } catch (const InputError& e) {
+        if (e.where().key != "num_tensor_parallel_workers") throw;
+      }
+    }
+    o.profile_text = std::move(shared);
+    o.profile_name = a.profile;
+  }
   const std::vector<int64_t> seqs = int_list(a.max_seqs, "--max-seqs"), toks = int_list(a.max_batched_tokens, "--max-batched-tokens");
   const std::vector<int64_t> chunks = int_list(a.chunk_sizes, "--chunk-size"), reps = int_list(a.replicas, "--replicas");
 
@@ -289,6 +337,11 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
     j["requests"] = a.requests;
     j["seed"] = a.seed;
     j["exec_model"] = a.exec_model;
+    j["profile"] = a.profile.empty() ? Json(nullptr) : Json(a.profile);
+    j["cpu_overhead_s"] = o.exec.cpu_base.to_seconds();
+    j["cpu_overhead_per_seq_s"] = o.exec.cpu_per_seq.to_seconds();
+    j["kv_tokens_override"] = a.kv_tokens > 0 ? Json(a.kv_tokens) : Json(nullptr);
+    j["stable_only"] = a.stable_only;
     j["calibration"] = a.calibration.empty() ? Json(nullptr) : Json(a.calibration);
     j["router"] = a.router;
     j["replica_model"] = "cluster";
@@ -328,6 +381,7 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   }
   std::string slo_text;
   for (const sv::SloBound& b : o.slos) slo_text += (slo_text.empty() ? "" : ", ") + fmt::format("{} <= {:g} ms", b.name(), b.limit.to_ms());
+  if (slo_text.empty()) slo_text = "none (the largest stable rate)";
   ctx.out << fmt::format("{} serving '{}' ({} requests, seed {}), {} model; SLOs: {}\n", model.name, label, a.requests,
                          a.seed, a.exec_model, slo_text);
   ctx.out << fmt::format("configurations: {}, feasible {}, infeasible {}; replicas behind the {} router (docs/serving.md)\n\n",
@@ -335,7 +389,8 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   if (!feasible.empty()) {
     Table t({"#", "gpu", "tp", "pp", "repl", "scheduler", "caps", "max req/s", "TTFT p90 s", "TPOT p99 ms", "GPUs",
              "$/h", "$/1M req", "limit"},
-            fmt::format("top {} by cost per 1M requests at the largest rate meeting the SLOs", shown));
+            fmt::format("top {} by cost per 1M requests at the largest {}", shown,
+                        o.slos.empty() ? "stable rate" : "rate meeting the SLOs"));
     for (size_t i = 0; i < shown; ++i) {
       const sv::CapacityResult& r = *feasible[i];
       const sv::CapacityConfig& c = r.config;
@@ -385,7 +440,12 @@ void register_plan_serve_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--requests", a->requests, "requests per probe (a trace: its first N)")->capture_default_str();
   c->add_option("--seed", a->seed, "seed of the synthetic workload")->capture_default_str();
   c->add_option("--dtype", a->dtype, "weights and KV precision")->capture_default_str();
-  c->add_option("--exec-model", a->exec_model, "roofline | linear | piecewise")->capture_default_str();
+  c->add_option("--exec-model", a->exec_model, "roofline | vidur-profile | linear | piecewise")->capture_default_str();
+  c->add_option("--profile", a->profile, "vidur-profile: the model's measured mlp.csv (one --gpus type)")->type_name("FILE");
+  c->add_option("--kv-tokens", a->kv_tokens, "KV capacity per replica in tokens (overrides the memory plan)");
+  c->add_option("--cpu-overhead", a->cpu_overhead, "CPU time per iteration")->capture_default_str();
+  c->add_option("--cpu-overhead-per-seq", a->cpu_overhead_per_seq, "CPU time per sequence per iteration")->capture_default_str();
+  c->add_flag("--stable-only", a->stable_only, "no latency SLO: rank by the largest stable rate (docs/serving.md)");
   c->add_option("--calibration", a->calibration,
                 "compute-model constants measured on your own GPU (YAML, docs/compute.md \"Calibration files\"), for "
                 "the configurations on its GPU (roofline model)");

@@ -294,13 +294,27 @@ CapacityProbe::CapacityProbe(const model::ModelSpec& model, const CapacityConfig
     reason_ = plan_.reason;
     return;
   }
-  fits_ = true;
   kv_tokens_ = spec_.kv_tokens_override > 0
                    ? (spec_.kv_tokens_override + spec_.block_size - 1) / spec_.block_size * spec_.block_size
                    : plan_.kv_tokens;
   ExecContext ctx = options.exec;
   ctx.replica = &spec_;
-  exec_ = make_exec_model(options.exec_model, ctx);
+  std::istringstream profile;
+  ctx.profile = nullptr;
+  if (options.profile_text) {
+    profile.str(*options.profile_text);
+    ctx.profile = &profile;
+    ctx.profile_name = options.profile_name;
+  }
+  try {
+    exec_ = make_exec_model(options.exec_model, ctx);
+  } catch (const InputError& e) {
+    // A profile table without rows for this TP degree rules out this configuration only.
+    if (e.where().key != "num_tensor_parallel_workers") throw;
+    reason_ = "profile " + e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")");
+    return;
+  }
+  fits_ = true;
   base_.max_seqs = config.max_seqs;
   base_.max_batched_tokens = config.max_batched_tokens;
   base_.chunk_size = config.chunk_size;
@@ -417,7 +431,6 @@ void rank_capacity(std::vector<CapacityResult>& results) {
 
 std::vector<CapacityResult> plan_capacity(const model::ModelSpec& model, const std::vector<CapacityConfig>& configs,
                                           const WorkloadFactory& workload, const CapacityOptions& options) {
-  if (options.slos.empty()) throw InputError(Where{}, "capacity planning needs at least one SLO", "e.g. ttft-p90 <= 2 s");
   if (!(options.rel_tol > 0.0 && options.rel_tol < 1.0)) throw InputError(Where{}.with_key("tolerance"), "must be in (0, 1)");
   if (!(options.floor_rate > 0.0) || !(options.start_rate >= options.floor_rate) ||
       !(options.ceiling_rate >= options.start_rate)) {

@@ -156,10 +156,14 @@ struct CapacityConfig {
 using WorkloadFactory = std::function<std::unique_ptr<RequestSource>(double rate)>;
 
 struct CapacityOptions {
-  std::vector<SloBound> slos;
+  std::vector<SloBound> slos;  // empty: stability alone (the largest stable rate, limit "unstable")
   ReplicaSpec base;          // dtype, block size, utilization, watermark, KV override (model/gpu/tp/pp set per config)
   std::string exec_model = "roofline";
-  ExecContext exec;          // CPU overheads, linear d0/d1 (replica is set per config)
+  ExecContext exec;          // CPU overheads, linear d0/d1 (replica is set per config; its profile stream is unused)
+  // vidur-profile: the text of the per-layer table (vidur's mlp.csv) and its name for errors. Each
+  // configuration reads its own copy, so that configurations on several threads share no stream.
+  std::shared_ptr<const std::string> profile_text;
+  std::string profile_name;
   double start_rate = 1.0;   // requests/s per replica where the search starts
   double rel_tol = 0.02;     // relative width of the final bracket
   double floor_rate = 1e-3;  // per replica
@@ -188,8 +192,8 @@ struct CapacityResult {
 // (higher first), then by index.
 void rank_capacity(std::vector<CapacityResult>& results);
 
-// Evaluates every configuration (ranked with rank_capacity). InputError only for options that are
-// invalid for all configurations (no SLO, bad tolerances); a configuration that does not fit or is
+// Evaluates every configuration (ranked with rank_capacity). With no SLO the capacity is the largest
+// stable rate. InputError only for options that are invalid for all configurations (bad tolerances); a configuration that does not fit or is
 // invalid for the model (TP not dividing the heads) is a result with fits = false and a reason.
 std::vector<CapacityResult> plan_capacity(const model::ModelSpec& model, const std::vector<CapacityConfig>& configs,
                                           const WorkloadFactory& workload, const CapacityOptions& options);

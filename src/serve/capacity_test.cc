@@ -253,10 +253,43 @@ TEST(Capacity, RankingIsByCostThenCapacityWhateverTheThreadCount) {
   }
 }
 
-TEST(Capacity, RejectsOptionsWithoutAnSlo) {
+TEST(Capacity, WithoutAnSloTheCapacityIsTheLargestStableRate) {
+  // One sequence per iteration (max_seqs 1) of 10 ms (linear model, d1 = 0): the server completes exactly
+  // 100 requests/s. At r <= 100 req/s every request finds it idle (TTFT 10 ms, slope 0); above, the
+  // backlog grows and TTFT rises against arrival time with slope 1 - 100 / r, 0.0099 s/s at 101 > the
+  // 0.005 of serve/capacity.h. The doubling 1..128 and bisection to 1% end at 100 ok, 101 unstable.
   EvenCase c;
   c.options.slos.clear();
-  EXPECT_THROW(plan_capacity(c.model, {c.config(1, 1.0)}, c.workload, c.options), InputError);
+  CapacityConfig cfg = c.config(1, 2.0);
+  cfg.max_seqs = 1;
+  const CapacityResult r = evaluate_capacity(c.model, cfg, c.workload, c.options);
+  ASSERT_TRUE(r.feasible) << r.reason;
+  EXPECT_DOUBLE_EQ(r.rate, 100.0);
+  EXPECT_EQ(r.limit, "unstable");
+  EXPECT_TRUE(r.at_capacity.stable);
+  // plan_capacity accepts no SLO too (it used to refuse).
+  EXPECT_EQ(plan_capacity(c.model, {cfg}, c.workload, c.options).front().rate, 100.0);
+}
+
+TEST(Capacity, AProfileTableServesEveryConfigurationAndRulesOutTheTpDegreesItLacks) {
+  // A measured per-layer table for TP 1 only: its configurations read their own copy (two identical
+  // ones on two threads give the same capacity); TP 2 is infeasible with the table's reason, not an
+  // error for the whole plan.
+  EvenCase c;
+  c.options.exec_model = "vidur-profile";
+  c.options.profile_text = std::make_shared<const std::string>(
+      "num_tokens,num_tensor_parallel_workers,time_stats.emb.median,time_stats.attn_pre_proj.median\n"
+      "1,1,0.01,0.3\n512,1,0.02,1.0\n");
+  c.options.profile_name = "mlp.csv";
+  c.options.threads = 2;
+  CapacityConfig tp2 = c.config(1, 2.0);
+  tp2.tp = 2;
+  const std::vector<CapacityResult> r = plan_capacity(c.model, {c.config(1, 2.0), c.config(1, 2.0), tp2}, c.workload, c.options);
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_TRUE(r[0].feasible) << r[0].reason;
+  EXPECT_EQ(r[0].rate, r[1].rate);
+  EXPECT_FALSE(r[2].fits);
+  EXPECT_NE(r[2].reason.find("no row for TP 2"), std::string::npos) << r[2].reason;
 }
 
 TEST(WorkloadStats, RatesAndMeanLengthsPerType) {

@@ -38,6 +38,7 @@
 #include "core/strings.h"
 #include "coll/nccl_model.h"
 #include "net/topology_builders.h"
+#include "shared_dir.h"
 
 namespace orrery::coll {
 namespace {
@@ -53,20 +54,7 @@ struct Point {
 using Series = std::vector<Point>;                              // by increasing size
 using Profile = std::map<std::pair<int32_t, int32_t>, Series>;  // (num_workers, devices_per_node)
 
-// $ORRERY_SHARED_DIR, else $ORRERY_SOURCE_DIR/../shared (the layout orrery_test assumes).
-std::optional<std::filesystem::path> network_dir() {
-  std::filesystem::path shared;
-  if (const char* s = std::getenv("ORRERY_SHARED_DIR"); s != nullptr) {
-    shared = s;
-  } else if (const char* src = std::getenv("ORRERY_SOURCE_DIR"); src != nullptr) {
-    shared = std::filesystem::path(src) / ".." / "shared";
-  } else {
-    return std::nullopt;
-  }
-  const std::filesystem::path dir = shared / "data" / "profiles" / "vidur" / "network";
-  if (!std::filesystem::is_directory(dir)) return std::nullopt;
-  return dir;
-}
+std::optional<std::filesystem::path> network_dir() { return validation::shared_path("data/profiles/vidur/network"); }
 
 std::vector<std::string> split_csv(const std::string& line) {
   const std::vector<std::string_view> f = orrery::split_csv(line);

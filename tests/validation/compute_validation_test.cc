@@ -31,6 +31,7 @@
 #include "core/strings.h"
 #include "compute/compute_model.h"
 #include "io/catalog_loader.h"
+#include "shared_dir.h"
 
 namespace orrery::compute {
 namespace {
@@ -42,19 +43,7 @@ const std::vector<std::string> kLinearOps = {"input_layernorm", "attn_pre_proj",
                                              "attn_post_proj",  "post_attention_layernorm", "mlp_up_proj",
                                              "mlp_act",         "mlp_down_proj",  "add"};
 
-std::optional<fs::path> profiles_dir() {
-  fs::path shared;
-  if (const char* s = std::getenv("ORRERY_SHARED_DIR"); s != nullptr) {
-    shared = s;
-  } else if (const char* src = std::getenv("ORRERY_SOURCE_DIR"); src != nullptr) {
-    shared = fs::path(src) / ".." / "shared";
-  } else {
-    return std::nullopt;
-  }
-  const fs::path dir = shared / "data" / "profiles" / "vidur" / "compute";
-  if (!fs::is_directory(dir)) return std::nullopt;
-  return dir;
-}
+std::optional<fs::path> profiles_dir() { return validation::shared_path("data/profiles/vidur/compute"); }
 
 const io::Catalog& catalog() {
   static const io::Catalog c = [] {
