@@ -147,6 +147,12 @@ expect profile-no-file 2 "cannot open" -- plan serve --model llama2-7b --gpus a1
 printf 'num_tokens,num_tensor_parallel_workers,time_stats.emb.median,time_stats.attn_pre_proj.median\n1,1,0.01,x\n' >"$tmp/bad.csv"
 expect profile-bad-line 2 "bad.csv:2" -- plan serve --model llama2-7b --gpus a100-sxm-80gb --exec-model vidur-profile --profile "$tmp/bad.csv"
 one_line_error profile-bad-line-one plan serve --model llama2-7b --gpus a100-sxm-80gb --exec-model vidur-profile --profile "$tmp/bad.csv"
+# A KV capacity below one request's prompt (16 tokens against 512) rejects every request at any rate:
+# nothing is stable, exit 1, with the reason.
+expect stable-only-none 1 "no configuration is stable at any rate" -- plan serve --model llama2-7b --gpus a100-sxm-80gb \
+  --tp 1 --schedulers vllm --workload "prompt=512,output=20" --requests 200 --kv-tokens 1 --stable-only --quiet
+expect stable-only-none-reason 1 "is stable \(rejects\)" -- plan serve --model llama2-7b --gpus a100-sxm-80gb \
+  --tp 1 --schedulers vllm --workload "prompt=512,output=20" --requests 200 --kv-tokens 1 --stable-only --quiet
 expect bad-kv-tokens 2 "--kv-tokens" -- plan serve --model llama2-7b --kv-tokens -5
 expect bad-cpu-overhead 2 "--cpu-overhead" -- plan serve --model llama2-7b --cpu-overhead 1
 

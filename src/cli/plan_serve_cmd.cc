@@ -403,7 +403,7 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
     }
     ctx.out << t.render() << "\n";
   } else {
-    ctx.out << "no configuration meets the SLOs\n\n";
+    ctx.out << (o.slos.empty() ? "no configuration is stable at any rate\n\n" : "no configuration meets the SLOs\n\n");
   }
   if (!infeasible.empty()) {
     Table t({"gpu", "tp", "pp", "repl", "scheduler", "caps", "reason"}, "infeasible configurations");

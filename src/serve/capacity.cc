@@ -409,7 +409,8 @@ CapacityResult evaluate_capacity(const model::ModelSpec& model, const CapacityCo
   if (!have_ok) {
     std::ostringstream floor;
     floor << options.floor_rate;
-    res.reason = "no rate down to " + floor.str() + " req/s per replica meets the SLOs (" + res.limit + ")";
+    res.reason = "no rate down to " + floor.str() + " req/s per replica " +
+                 (options.slos.empty() ? "is stable" : "meets the SLOs") + " (" + res.limit + ")";
     return res;
   }
   res.feasible = true;
