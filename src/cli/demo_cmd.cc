@@ -1,7 +1,7 @@
 // `orrery demo`: answers one representative question per pillar that exists, on built-in defaults,
 // prints readable tables and writes them (with version, seed and resolved configuration) to a folder.
 //
-// Pillars so far: the foundation (catalogs + model op inventory). Its questions:
+// Foundation (catalogs + model op inventory):
 //  1. How big are these models, what does training them cost in FLOPs per token, and how many GPUs
 //     does the training state alone need?  Model state in mixed-precision Adam is 16 bytes per
 //     parameter (2 fp16/bf16 weights + 2 gradients + 12 fp32 master weights, momentum and variance;
@@ -9,10 +9,16 @@
 //     G >= 16*Psi / memory, a lower bound that ignores activations and buffers.
 //  2. What does a FLOP cost on each GPU, and what would training a reference model on T tokens cost at
 //     an assumed MFU?  GPU-hours = tokens * FLOPs/token / (MFU * peak bf16 * 3600 s). The MFU is an
-//     input here; the training pillar will predict it.
+//     input here; Q4 predicts it for a plan.
 // Network:
-//  3. How long does a gradient all-reduce take on a catalog cluster (16 x DGX H100 by default) with each
+//  3. How long does a gradient all-reduce take on a catalog cluster (8 x DGX H100 by default) with each
 //     NCCL algorithm, at flow level and in the alpha-beta model?
+// The three pillars (cli/demo_pillars.h):
+//  4. Training: does the first plan one would try fit, and which plans does the planner find?
+//  5. Serving: TTFT, TPOT, throughput and the largest stable rate of each scheduler on the default
+//     (Azure-conversation-fitted) workload.
+//  6. Decentralized: synchronous against asynchronous gossip on nodes of unequal speed, at equal
+//     simulated time.
 #include <cmath>
 #include <optional>
 #include <sstream>
@@ -20,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "cli/app.h"
+#include "cli/demo_pillars.h"
 #include "cli/model_report.h"
 #include "cli/output.h"
 #include "core/strings.h"
@@ -51,6 +58,9 @@ struct DemoConfig {
   std::string cluster_node = "dgx-h100";
   int32_t cluster_machines = 8;
   std::string allreduce_size = "256 MiB";
+  DemoTraining training;
+  DemoServing serving;
+  DemoGossip gossip;
 };
 
 constexpr double kAdamMixedPrecisionBytesPerParam = 16.0;  // ZeRO paper, Sec. 3.1
@@ -172,6 +182,11 @@ void run_demo(Context& ctx, const DemoConfig& cfg) {
                             {"alpha_beta_busbw_bytes_per_s", abb.busbw.bytes_per_second()}});
   }
 
+  // Questions 4-6: the pillars.
+  const DemoSection q4 = demo_training(c, cfg.training);
+  const DemoSection q5 = demo_serving(c, cfg.serving, cfg.seed);
+  const DemoSection q6 = demo_gossip(cfg.gossip, cfg.seed);
+
   // Assemble everything before writing anything: an error above leaves no output behind.
   Json doc = envelope("demo");
   doc["seed"] = cfg.seed;
@@ -187,26 +202,58 @@ void run_demo(Context& ctx, const DemoConfig& cfg) {
                    {"cluster_node", cfg.cluster_node},
                    {"cluster_machines", cfg.cluster_machines},
                    {"allreduce_size_bytes", ar_size.count()},
+                   {"training",
+                    {{"model", cfg.training.model},
+                     {"gpu", cfg.training.gpu},
+                     {"gpus", cfg.training.gpus},
+                     {"tp", cfg.training.tp},
+                     {"pp", cfg.training.pp},
+                     {"seq", cfg.training.seq},
+                     {"gbs", cfg.training.gbs},
+                     {"top", cfg.training.top}}},
+                   {"serving",
+                    {{"model", cfg.serving.model},
+                     {"gpu", cfg.serving.gpu},
+                     {"rate", cfg.serving.rate},
+                     {"requests", cfg.serving.requests},
+                     {"schedulers", cfg.serving.schedulers},
+                     {"workload", "default"}}},
+                   {"gossip",
+                    {{"topology", cfg.gossip.topology},
+                     {"iters", cfg.gossip.iters},
+                     {"heterogeneity", cfg.gossip.heterogeneity},
+                     {"horizon_s", cfg.gossip.horizon_s}}},
                    {"catalog", c.loaded}};
-  doc["results"] = {{"models", models}, {"gpus", gpus}, {"allreduce", net_rows}};
-  const std::string tables = mt.render() + "\n" + gt.render() + "\n" + nt.render();
+  doc["results"] = {{"models", models},     {"gpus", gpus},         {"allreduce", net_rows},
+                    {"training", q4.json},  {"serving", q5.json},   {"decentralized", q6.json}};
+  const std::string tables = mt.render() + "\n" + gt.render() + "\n" + nt.render() + "\n" + q4.table.render() + "\n" +
+                             q5.table.render() + "\n" + q6.table.render();
   const std::string notes =
       "Notes: state = mixed-precision Adam, 16 B/param (ZeRO, SC'20); min GPUs ignore activations and buffers.\n"
-      "GPU-hours = tokens x FLOP/token / (MFU x bf16 peak); the MFU is an assumption here, not a prediction.\n"
+      "GPU-hours = tokens x FLOP/token / (MFU x bf16 peak); the MFU is an assumption here, not a prediction" +
+      (q4.json["planner"]["top"].empty()
+           ? std::string(".\n")
+           : fmt::format(" (Q4 predicts {:.1f}% for its best plan).\n", 100.0 * q4.json["planner"]["top"][0]["mfu"].get<double>())) +
       "Q3: flow = flow-level max-min simulation of the NCCL-style algorithm on the catalog cluster's rail-optimized\n"
       "fat tree (link figures from the catalog, latencies from NCCL's cost model; docs/topology.md), without\n"
-      "NCCL protocol efficiencies (docs/collectives_validation.md has the calibrated model).\n";
+      "NCCL protocol efficiencies (docs/collectives_validation.md has the calibrated model).\n" +
+      q4.note + q5.note + q6.note;
 
   io::write_file_atomic(cfg.out + "/models.csv", mt.to_csv());
   io::write_file_atomic(cfg.out + "/gpus.csv", gt.to_csv());
   io::write_file_atomic(cfg.out + "/allreduce.csv", nt.to_csv());
+  io::write_file_atomic(cfg.out + "/training.csv", q4.table.to_csv());
+  io::write_file_atomic(cfg.out + "/serving.csv", q5.table.to_csv());
+  io::write_file_atomic(cfg.out + "/decentralized.csv", q6.table.to_csv());
   io::write_file_atomic(cfg.out + "/summary.txt", tables + "\n" + notes);
   io::write_file_atomic(cfg.out + "/demo.json", io::dump_json(doc));
 
   if (ctx.global.json) {
     ctx.out << io::dump_json(doc);
   } else {
-    ctx.out << tables << "\n" << notes << "Results written to " << cfg.out << "/ (demo.json, models.csv, gpus.csv, allreduce.csv, summary.txt)\n";
+    ctx.out << tables << "\n" << notes << "Results written to " << cfg.out
+            << "/ (demo.json, models.csv, gpus.csv, allreduce.csv, training.csv, serving.csv, decentralized.csv, "
+               "summary.txt)\n";
   }
 }
 
@@ -229,6 +276,27 @@ void register_demo_command(CLI::App& app, std::vector<std::pair<CLI::App*, Actio
   demo->add_option("--cluster-node", cfg->cluster_node, "catalog node type for Q3")->capture_default_str();
   demo->add_option("--cluster-machines", cfg->cluster_machines, "machines for Q3")->capture_default_str();
   demo->add_option("--allreduce-size", cfg->allreduce_size, "all-reduce size for Q3")->capture_default_str();
+  demo->add_option("--train-model", cfg->training.model, "model trained in Q4")->capture_default_str();
+  demo->add_option("--train-gpu", cfg->training.gpu, "GPU of Q4")->capture_default_str();
+  demo->add_option("--train-gpus", cfg->training.gpus, "GPU count of Q4")->capture_default_str();
+  demo->add_option("--train-tp", cfg->training.tp, "TP of Q4's first plan")->capture_default_str();
+  demo->add_option("--train-pp", cfg->training.pp, "PP of Q4's first plan")->capture_default_str();
+  demo->add_option("--train-seq", cfg->training.seq, "sequence length of Q4")->capture_default_str();
+  demo->add_option("--train-gbs", cfg->training.gbs, "global batch (sequences) of Q4")->capture_default_str();
+  demo->add_option("--train-top", cfg->training.top, "planner plans shown in Q4")->capture_default_str();
+  demo->add_option("--serve-model", cfg->serving.model, "model served in Q5")->capture_default_str();
+  demo->add_option("--serve-gpu", cfg->serving.gpu, "GPU of Q5 (one replica)")->capture_default_str();
+  demo->add_option("--serve-rate", cfg->serving.rate, "arrival rate of Q5, requests/s")->capture_default_str();
+  demo->add_option("--serve-requests", cfg->serving.requests, "requests per run of Q5")->capture_default_str();
+  demo->add_option("--serve-schedulers", cfg->serving.schedulers, "schedulers compared in Q5")
+      ->delimiter(',')
+      ->capture_default_str();
+  demo->add_option("--gossip-topology", cfg->gossip.topology, "graph of Q6 (orrery gossip topo)")->capture_default_str();
+  demo->add_option("--gossip-iters", cfg->gossip.iters, "iterations of Q6")->capture_default_str();
+  demo->add_option("--gossip-heterogeneity", cfg->gossip.heterogeneity, "node and link speeds of Q6 (orrery gossip run --heterogeneity)")
+      ->capture_default_str();
+  demo->add_option("--gossip-horizon", cfg->gossip.horizon_s, "simulated seconds at which Q6 compares the runs")
+      ->capture_default_str();
   actions.emplace_back(demo, [cfg](Context& ctx) { run_demo(ctx, *cfg); });
 }
 

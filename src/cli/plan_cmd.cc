@@ -132,28 +132,6 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
 
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
 
-std::string sharding_label(const tr::Plan& p) {
-  if (p.sharding == tr::Sharding::kZero3 && p.shard_group > 0) return fmt::format("hsdp-{}", p.shard_group);
-  return std::string(tr::sharding_name(p.sharding));
-}
-
-std::string schedule_label(const tr::Plan& p) {
-  if (p.pp == 1) return "-";
-  return std::string(tr::schedule_name(p.schedule));
-}
-
-std::vector<std::string> plan_header() {
-  return {"tp", "pp", "cp", "ep", "dp", "vp", "schedule", "mbs", "sharding", "recompute", "sp"};
-}
-
-std::vector<std::string> plan_cells(const tr::Plan& p) {
-  const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
-                                           : std::to_string(p.pp);
-  return {std::to_string(p.tp),  pp,                   std::to_string(p.cp), std::to_string(p.ep),
-          std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
-          sharding_label(p),     std::string(tr::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
-}
-
 // `flow`: the plans were re-ranked on a topology; a last column gives their alpha-beta tokens/s.
 Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, bool flow = false) {
   std::vector<std::string> h = {"#"};
@@ -191,24 +169,6 @@ Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, cons
     t.add_row(std::move(row));
   }
   return t;
-}
-
-Json plan_json(const tr::Plan& p) {
-  return Json{{"dp", p.dp},
-              {"tp", p.tp},
-              {"pp", p.pp},
-              {"cp", p.cp},
-              {"ep", p.ep},
-              {"vp", p.vp},
-              {"first_stage_layers", p.first_stage_layers},
-              {"last_stage_layers", p.last_stage_layers},
-              {"sp", p.sp},
-              {"schedule", tr::schedule_name(p.schedule)},
-              {"mbs", p.mbs},
-              {"microbatches", p.microbatches()},
-              {"dp_sharding", tr::sharding_name(p.sharding)},
-              {"shard_group", p.shard_group},
-              {"recompute", tr::recompute_name(p.recompute)}};
 }
 
 Json memory_json(const tr::MemoryBreakdown& m) {

@@ -257,4 +257,44 @@ io::Json fabric_json(const FabricArgs& a) {
   return io::Json{{"tiers", a.tiers}, {"oversubscription", a.oversubscription}, {"rail_optimized", !a.no_rail_optimized}};
 }
 
+std::string sharding_label(const train::Plan& p) {
+  if (p.sharding == train::Sharding::kZero3 && p.shard_group > 0) return fmt::format("hsdp-{}", p.shard_group);
+  return std::string(train::sharding_name(p.sharding));
+}
+
+std::string schedule_label(const train::Plan& p) {
+  if (p.pp == 1) return "-";
+  return std::string(train::schedule_name(p.schedule));
+}
+
+std::vector<std::string> plan_header() {
+  return {"tp", "pp", "cp", "ep", "dp", "vp", "schedule", "mbs", "sharding", "recompute", "sp"};
+}
+
+std::vector<std::string> plan_cells(const train::Plan& p) {
+  const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
+                                           : std::to_string(p.pp);
+  return {std::to_string(p.tp),  pp,                   std::to_string(p.cp), std::to_string(p.ep),
+          std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
+          sharding_label(p),     std::string(train::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
+}
+
+io::Json plan_json(const train::Plan& p) {
+  return io::Json{{"dp", p.dp},
+                  {"tp", p.tp},
+                  {"pp", p.pp},
+                  {"cp", p.cp},
+                  {"ep", p.ep},
+                  {"vp", p.vp},
+                  {"first_stage_layers", p.first_stage_layers},
+                  {"last_stage_layers", p.last_stage_layers},
+                  {"sp", p.sp},
+                  {"schedule", train::schedule_name(p.schedule)},
+                  {"mbs", p.mbs},
+                  {"microbatches", p.microbatches()},
+                  {"dp_sharding", train::sharding_name(p.sharding)},
+                  {"shard_group", p.shard_group},
+                  {"recompute", train::recompute_name(p.recompute)}};
+}
+
 }  // namespace orrery::cli

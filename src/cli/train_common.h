@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -12,6 +13,7 @@
 #include "io/json_util.h"
 #include "model/model_spec.h"
 #include "net/topology.h"
+#include "train/plan.h"
 
 namespace orrery::cli {
 
@@ -86,5 +88,13 @@ std::optional<net::Topology> training_topology(const FabricArgs& a, const hw::Gp
 std::string fabric_description(const FabricArgs& a, const std::optional<net::Topology>& topology);
 // The `fabric` JSON object of a flow run ({tiers, oversubscription, rail_optimized} or {topology}).
 io::Json fabric_json(const FabricArgs& a);
+
+// A plan's table cells and JSON (train, plan train, demo): sharding "hsdp-G" for ZeRO-3 within shard
+// groups of G, schedule "-" without pipeline parallelism.
+std::string sharding_label(const train::Plan& p);
+std::string schedule_label(const train::Plan& p);
+std::vector<std::string> plan_header();  // tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp
+std::vector<std::string> plan_cells(const train::Plan& p);
+io::Json plan_json(const train::Plan& p);
 
 }  // namespace orrery::cli
