@@ -193,8 +193,9 @@ struct CapacityResult {
 void rank_capacity(std::vector<CapacityResult>& results);
 
 // Evaluates every configuration (ranked with rank_capacity). With no SLO the capacity is the largest
-// stable rate. InputError only for options that are invalid for all configurations (bad tolerances); a configuration that does not fit or is
-// invalid for the model (TP not dividing the heads) is a result with fits = false and a reason.
+// stable rate. InputError only for options that are invalid for all configurations (bad tolerances); a
+// configuration that does not fit or is invalid for the model (TP not dividing the heads, a TP degree
+// the profile table lacks) is a result with fits = false and a reason.
 std::vector<CapacityResult> plan_capacity(const model::ModelSpec& model, const std::vector<CapacityConfig>& configs,
                                           const WorkloadFactory& workload, const CapacityOptions& options);
 
