@@ -220,7 +220,9 @@ DemoSection demo_serving(const io::Catalog& catalog, const DemoServing& cfg, uin
                 {"requests", cfg.requests}, {"kv_capacity_tokens", kv_tokens}, {"schedulers", rows}};
   s.note = fmt::format(
       "Q5: roofline time model, KV cache {} tokens; 'stable' and the largest stable rate as in docs/serving.md "
-      "(no upward TTFT trend; bisection to 2%); orca and static batching reserve each request's whole length.\n",
+      "(no upward TTFT trend; bisection to 2%); orca and static batching reserve each request's whole length; "
+      "WAIT starts a batch only when its thresholds of waiting prompts are met, which costs latency at light "
+      "load (docs/serving.md, policy-level validation).\n",
       kv_tokens);
   return s;
 }
