@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <memory>
 
 #include <fmt/format.h>
@@ -10,8 +9,6 @@
 #include "cli/train_common.h"
 #include "core/error.h"
 #include "core/strings.h"
-#include "core/unit_parse.h"
-#include "decentral/algorithm.h"
 #include "decentral/graph.h"
 #include "decentral/heterogeneity.h"
 #include "decentral/problem.h"
@@ -32,16 +29,7 @@ namespace dc = orrery::decentral;
 
 const Where kCl{"<command line>", 0, ""};
 
-std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
 std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
-
-Json breakdown_json(const std::array<Time, tr::kNumTimeCategories>& b) {
-  Json t = Json::object();
-  for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
-    t[std::string(tr::time_category_name(static_cast<tr::TimeCategory>(i)))] = b[i].to_seconds();
-  }
-  return t;
-}
 
 }  // namespace
 
@@ -75,8 +63,8 @@ DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
   mine.mbs = 1;
   mine.gbs = cfg.gbs;
   mine.seq = cfg.seq;
-  // A PP that does not divide the layers gets uneven stages, as `orrery train` and the planner do
-  // (e.g. DeepSeek-V3's 61 layers over PP 2: 30 + 31).
+  // A PP that does not divide the layers gets uneven stages, as the planner's candidates do (e.g.
+  // DeepSeek-V3's 61 layers over PP 2: 30 + 31).
   if (model.layers % cfg.pp != 0) (void)tr::balance_uneven_stages(mine, model.layers);
   if (const std::vector<tr::ConstraintError> broken = tr::validate_plan(model, mine, cfg.gpus, gpu); !broken.empty()) {
     // The first broken constraint (train/plan.h keys), named by the demo flag that sets it.
@@ -124,7 +112,7 @@ DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
                        {"tokens_per_s_per_gpu", c.tokens_per_s_per_gpu},
                        {"mfu", c.mfu},
                        {"peak_memory_bytes", c.peak.count()},
-                       {"time", breakdown_json(c.breakdown)}});
+                       {"time", time_json(c.breakdown)}});
   }
   const tr::StageMemory& peak_stage = r.memory.stages[static_cast<size_t>(r.memory.peak_stage)];
   const tr::MemoryBreakdown& m = peak_stage.memory;
@@ -141,13 +129,8 @@ DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
                   {"mfu", r.mfu},
                   {"peak_memory_bytes", r.memory.peak.count()},
                   {"fits", r.memory.fits},
-                  {"memory",
-                   {{"weights", m.weights.count()},
-                    {"gradients", m.gradients.count()},
-                    {"optimizer", m.optimizer.count()},
-                    {"activations", m.activations.count()},
-                    {"other", (m.temporary + m.communication + m.context + m.allocator).count()}}},
-                  {"time", breakdown_json(r.step.breakdown)}}},
+                  {"memory", memory_json(m)},
+                  {"time", time_json(r.step.breakdown)}}},
                 {"planner",
                  {{"enumerated", best.counts.enumerated},
                   {"invalid", best.counts.invalid},
@@ -201,7 +184,7 @@ DemoSection demo_serving(const io::Catalog& catalog, const DemoServing& cfg, uin
     if (!probe.fits()) throw InputError(kCl.with_key("--serve-model"), fmt::format("{} on one {}: {}", cfg.model, cfg.gpu, probe.reason()));
     kv_tokens = probe.kv_tokens();
     const sv::RunMetrics m = probe.run(cfg.rate);
-    const sv::CapacityResult cap = sv::evaluate_capacity(model, c, factory, o);
+    const sv::CapacityResult cap = sv::evaluate_capacity(probe, o);
     const double star = cap.feasible ? cap.rate : 0.0;
     s.table.add_row({name, fmt::format("{:.0f}", 1e3 * m.ttft.quantile(0.5)), fmt::format("{:.0f}", 1e3 * m.ttft.quantile(0.9)),
                      fmt::format("{:.1f}", 1e3 * m.tpot.quantile(0.5)), fmt::format("{:.1f}", 1e3 * m.tpot.quantile(0.99)),
@@ -235,9 +218,8 @@ DemoSection demo_gossip(const DemoGossip& cfg, uint64_t seed) {
     throw InputError(kCl.with_key("--gossip-horizon"), fmt::format("expected a positive time in seconds, found {}", cfg.horizon_s));
   }
   const dc::GraphSequence seq = dc::parse_topology(cfg.topology, kCl.with_key("--gossip-topology"));
-  dc::SyntheticSpec ps;
+  dc::SyntheticSpec ps;  // the papers' problem: 1.44 M samples, more than kMaxNodes, so every node has some
   ps.nodes = seq.num_nodes();
-  if (ps.samples < ps.nodes) ps.samples = ps.nodes;
   const std::unique_ptr<dc::Problem> problem = dc::make_logistic_nonconvex(ps);
   const dc::HeterogeneitySpec hetero = dc::parse_heterogeneity(cfg.heterogeneity, kCl.with_key("--gossip-heterogeneity"));
 
@@ -267,10 +249,9 @@ DemoSection demo_gossip(const DemoGossip& cfg, uint64_t seed) {
     r.eval_every = std::max<int64_t>(1, cfg.iters / 50);  // the loss over all samples, 50 times a run
     r.time.hetero = hetero;
     r.time.mode = k.mode;
-    (void)dc::find_algorithm(r.algorithm, kCl.with_key("--gossip-algorithms"));
     const dc::RunResult res = dc::run(*problem, seq, r);
     const dc::SummaryPoint& last = res.summary.back();
-    // The last evaluation at or before the horizon (simulated time; every evaluation if none is later).
+    // The last evaluation at or before the horizon in simulated time (the first, iteration 0, at least).
     const dc::SummaryPoint* at = &res.summary.front();
     for (const dc::SummaryPoint& p : res.summary) {
       if (p.sim_time.mean <= cfg.horizon_s) at = &p;

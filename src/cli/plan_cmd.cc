@@ -130,8 +130,6 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   return s;
 }
 
-std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
-
 // `flow`: the plans were re-ranked on a topology; a last column gives their alpha-beta tokens/s.
 Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, bool flow = false) {
   std::vector<std::string> h = {"#"};
@@ -171,20 +169,9 @@ Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, cons
   return t;
 }
 
-Json memory_json(const tr::MemoryBreakdown& m) {
-  return Json{{"weights", m.weights.count()},         {"gradients", m.gradients.count()},
-              {"optimizer", m.optimizer.count()},     {"activations", m.activations.count()},
-              {"temporary", m.temporary.count()},     {"communication", m.communication.count()},
-              {"cuda_context", m.context.count()},    {"allocator", m.allocator.count()}};
-}
-
 Json simulated_json(const std::vector<tr::Candidate>& cs) {
   Json a = Json::array();
   for (const tr::Candidate& c : cs) {
-    Json t = Json::object();
-    for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
-      t[std::string(tr::time_category_name(static_cast<tr::TimeCategory>(i)))] = c.breakdown[i].to_seconds();
-    }
     a.push_back(Json{{"index", c.index},
                      {"plan", plan_json(c.plan)},
                      {"step_time_s", c.step_time.to_seconds()},
@@ -195,7 +182,7 @@ Json simulated_json(const std::vector<tr::Candidate>& cs) {
                      {"peak_memory_bytes", c.peak.count()},
                      {"peak_stage", c.peak_stage},
                      {"memory", memory_json(c.memory)},
-                     {"time", t}});
+                     {"time", time_json(c.breakdown)}});
     if (c.alpha_beta_tokens_per_s_per_gpu > 0.0) a.back()["alpha_beta_tokens_per_s_per_gpu"] = c.alpha_beta_tokens_per_s_per_gpu;
   }
   return a;

@@ -5,7 +5,6 @@
 // one feasible configuration, 1 when none is (the reasons are printed), 2 for bad input.
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include "core/progress.h"
 #include "core/strings.h"
 #include "core/unit_parse.h"
+#include "io/atomic_file.h"
 #include "io/calibration_file.h"
 #include "io/trace_reader.h"
 #include "serve/capacity.h"
@@ -204,7 +204,8 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   {
     // An unknown execution-time model or scheduler is an error for every configuration: check once here.
-    const std::vector<std::string> known = {"roofline", "vidur-profile", "linear", "piecewise"};
+    std::vector<std::string> known;
+    for (const sv::ExecModelInfo& i : sv::exec_model_registry()) known.emplace_back(i.name);
     if (std::find(known.begin(), known.end(), a.exec_model) == known.end()) {
       throw InputError(kCl.with_key("--exec-model"), "unknown execution-time model '" + a.exec_model + "'", suggest(a.exec_model, known));
     }
@@ -254,27 +255,14 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   }
   const std::vector<int64_t> tps = int_list(a.tp, "--tp"), pps = int_list(a.pp, "--pp");
   if (!a.profile.empty()) {
-    // One GPU type: the table was measured on one. Read it once, check it parses for a TP degree it
-    // has (a degree it lacks rules out those configurations only), and give every configuration a copy.
+    // One GPU type: the table was measured on one. Read once; every configuration parses its own copy
+    // (a malformed file is an error naming its line; a TP degree it lacks rules out those configurations).
     if (gpus.size() != 1) {
       throw InputError(kCl.with_key("--profile"),
                        fmt::format("a vidur profile is measured on one GPU type; --gpus names {}", gpus.size()),
                        "give --gpus the profile's GPU only");
     }
-    std::ifstream in(a.profile, std::ios::binary);
-    if (!in) throw InputError(kCl.with_key("--profile"), "cannot open '" + a.profile + "'");
-    std::ostringstream text;
-    text << in.rdbuf();
-    auto shared = std::make_shared<const std::string>(text.str());
-    for (int64_t tp : tps) {
-      std::istringstream check(*shared);
-      try {
-        (void)sv::read_vidur_profile(check, a.profile, tp);
-      } catch (const InputError& e) {
-        if (e.where().key != "num_tensor_parallel_workers") throw;
-      }
-    }
-    o.profile_text = std::move(shared);
+    o.profile_text = std::make_shared<const std::string>(io::read_file(a.profile));
     o.profile_name = a.profile;
   }
   const std::vector<int64_t> seqs = int_list(a.max_seqs, "--max-seqs"), toks = int_list(a.max_batched_tokens, "--max-batched-tokens");

@@ -236,8 +236,6 @@ std::vector<tr::SlowLink> parse_slow_links(const std::vector<std::string>& items
   return out;
 }
 
-std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
-
 // Compute and communication tasks as complete events; each traced stage's memory over the step as a
 // counter track ("memory (GiB)": activations, temporary, and the rest).
 std::string chrome_trace(const tr::TrainResult& r, const tr::Plan& p, const std::vector<int32_t>& stages,
@@ -380,11 +378,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     Json m = Json::object();
     for (const auto& [k, v] : mem) m[k] = v.count();
     j["memory"] = m;
-    Json t = Json::object();
-    for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
-      t[std::string(tr::time_category_name(static_cast<tr::TimeCategory>(i)))] = r.step.breakdown[i].to_seconds();
-    }
-    j["time"] = t;
+    j["time"] = time_json(r.step.breakdown);
     j["time_stage"] = r.step.breakdown_stage;
     Json layers = Json::array();
     for (const tr::LayerMemory& l : r.memory.peak_layers) {

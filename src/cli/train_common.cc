@@ -297,4 +297,21 @@ io::Json plan_json(const train::Plan& p) {
                   {"recompute", train::recompute_name(p.recompute)}};
 }
 
+std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }
+
+io::Json memory_json(const train::MemoryBreakdown& m) {
+  return io::Json{{"weights", m.weights.count()},         {"gradients", m.gradients.count()},
+                  {"optimizer", m.optimizer.count()},     {"activations", m.activations.count()},
+                  {"temporary", m.temporary.count()},     {"communication", m.communication.count()},
+                  {"cuda_context", m.context.count()},    {"allocator", m.allocator.count()}};
+}
+
+io::Json time_json(const std::array<Time, train::kNumTimeCategories>& breakdown) {
+  io::Json t = io::Json::object();
+  for (size_t i = 0; i < train::kNumTimeCategories; ++i) {
+    t[std::string(train::time_category_name(static_cast<train::TimeCategory>(i)))] = breakdown[i].to_seconds();
+  }
+  return t;
+}
+
 }  // namespace orrery::cli

@@ -1,6 +1,7 @@
 // Pieces shared by `orrery train` and `orrery plan train`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,7 +14,9 @@
 #include "io/json_util.h"
 #include "model/model_spec.h"
 #include "net/topology.h"
+#include "train/memory.h"
 #include "train/plan.h"
+#include "train/simulator.h"
 
 namespace orrery::cli {
 
@@ -96,5 +99,12 @@ std::string schedule_label(const train::Plan& p);
 std::vector<std::string> plan_header();  // tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp
 std::vector<std::string> plan_cells(const train::Plan& p);
 io::Json plan_json(const train::Plan& p);
+// Bytes as GiB with two decimals ("73.93"), the unit of the training tables.
+std::string gib(Bytes b);
+// A memory breakdown in bytes: weights, gradients, optimizer, activations, temporary, communication,
+// cuda_context, allocator.
+io::Json memory_json(const train::MemoryBreakdown& m);
+// A step's time by category (train/simulator.h TimeCategory names), in seconds.
+io::Json time_json(const std::array<Time, train::kNumTimeCategories>& breakdown);
 
 }  // namespace orrery::cli

@@ -365,11 +365,15 @@ RunMetrics CapacityProbe::run(double per_replica, SimObserver* observer) const {
 
 CapacityResult evaluate_capacity(const model::ModelSpec& model, const CapacityConfig& config,
                                  const WorkloadFactory& workload, const CapacityOptions& options) {
+  return evaluate_capacity(CapacityProbe(model, config, workload, options), options);
+}
+
+CapacityResult evaluate_capacity(const CapacityProbe& probe, const CapacityOptions& options) {
+  const CapacityConfig& config = probe.config();
   CapacityResult res;
   res.config = config;
   res.usd_per_hour = static_cast<double>(config.tp * config.pp * config.replicas) * config.usd_per_gpu_hour;
   res.usd_per_million = std::numeric_limits<double>::quiet_NaN();
-  const CapacityProbe probe(model, config, workload, options);
   if (!probe.fits()) {
     res.reason = probe.reason();
     return res;

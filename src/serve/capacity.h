@@ -208,6 +208,7 @@ class CapacityProbe {
   CapacityProbe(const model::ModelSpec& model, const CapacityConfig& config, const WorkloadFactory& workload,
                 const CapacityOptions& options);
   bool fits() const { return fits_; }
+  const CapacityConfig& config() const { return config_; }
   const std::string& reason() const { return reason_; }
   int64_t kv_tokens() const { return kv_tokens_; }
   const LinearFit& fit() const { return fit_; }  // WAIT-style schedulers only
@@ -233,5 +234,8 @@ class CapacityProbe {
 // One configuration (what plan_capacity runs per configuration).
 CapacityResult evaluate_capacity(const model::ModelSpec& model, const CapacityConfig& config,
                                  const WorkloadFactory& workload, const CapacityOptions& options);
+// The same on a probe already built for it (a caller that also runs the configuration at chosen rates).
+// `options` supplies the SLOs and the search bounds.
+CapacityResult evaluate_capacity(const CapacityProbe& probe, const CapacityOptions& options);
 
 }  // namespace orrery::serve

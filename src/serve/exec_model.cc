@@ -329,6 +329,7 @@ class RooflineExec final : public ExecModel {
 class ProfileExec final : public ExecModel {
  public:
   ProfileExec(const ExecContext& ctx, ProfileTable table) : ctx_(ctx), costs_(*ctx.replica), table_(std::move(table)) {
+    ctx_.profile = nullptr;  // read into table_; the stream may not outlive this constructor's caller
     const model::ModelSpec& m = *ctx.replica->model;
     layers_ = m.layers;
   }

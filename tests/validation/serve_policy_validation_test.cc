@@ -26,17 +26,16 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "io/atomic_file.h"
 #include "io/catalog_loader.h"
 #include "serve/capacity.h"
 #include "serve/fluid.h"
@@ -182,23 +181,13 @@ TEST(ServePolicyValidation, MixOf512By20And512By50) {
 // known to within rel_tol, so a pair within it cannot be ordered). With orrery's default CPU time per
 // iteration (1 ms) the same check fails for Sarathi >= vLLM (vLLM 26.0 against Sarathi 25.5 req/s on
 // the one-type workload): vLLM runs fewer, larger prefill iterations and pays that cost less often.
-std::optional<std::string> read_shared(const std::string& relative) {
-  const std::optional<std::filesystem::path> path = validation::shared_path(relative);
-  if (!path) return std::nullopt;
-  std::ifstream in(*path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 void run_paper_setup(const std::string& name, const std::string& workload, const std::map<std::string, double>& paper) {
   const std::string file = "data/profiles/vidur/compute/a100/meta-llama/Llama-2-7b-hf/mlp.csv";
-  const std::optional<std::string> table = read_shared(file);
-  if (!table) GTEST_SKIP() << "../shared/" << file << " not found (set ORRERY_SHARED_DIR)";
+  const std::optional<std::filesystem::path> path = validation::shared_path(file);
+  if (!path) GTEST_SKIP() << "../shared/" << file << " not found (set ORRERY_SHARED_DIR)";
   CapacityOptions o = options();
   o.exec_model = "vidur-profile";
-  o.profile_text = std::make_shared<const std::string>(*table);
+  o.profile_text = std::make_shared<const std::string>(io::read_file(path->string()));
   o.profile_name = file;
   o.exec.cpu_base = Time::zero();
   o.exec.cpu_per_seq = Time::zero();
