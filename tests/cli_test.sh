@@ -119,6 +119,15 @@ expect net-nvls-flow 0 "all-reduce +nvls +flow" -- net collective --cluster dgx-
 expect net-nvls-bcast 2 "broadcast has no 'nvls' algorithm" -- net collective --cluster dgx-h100:1 --op broadcast --algo nvls
 expect net-nccl-bad-cal 2 "unknown calibration 'vidur'; did you mean 'vidur-a100'" -- net collective --two-level 1x8 --model nccl --calibration vidur
 expect net-cluster 0 "all-gather" -- net collective --cluster dgx-h100:2 --op all-gather --size 1MiB
+# Rings across 4 rail-optimized DGX H100 machines: with PXN routing (the default, as NCCL since 2.12) each
+# channel crosses a machine boundary through one 50 GB/s NIC on its own rail, so busbw <= 8 x 50 = 400 GB/s
+# and at 256 MiB the pipelined latency costs under 10%: 36x.xx-399.xx. Shortest-path routing sends the
+# cross-rail hop leaf -> spine -> leaf: each leaf hashes its 4 machines' flows onto 4 spine uplinks, and
+# all 16 such choices (8 leaves, up and down) are collision-free with odds (4!/4^4)^16 ~ 1e-17; a link
+# with two flows halves that channel, and the slowest channel sets a ring's pace: at most 200.
+expect net-ring-pxn 0 "all-reduce +ring +flow +32 .* 3[6-9][0-9]\.[0-9]+$" -- net collective --cluster dgx-h100:4 --algo ring --size 256MiB
+expect net-ring-shortest 0 "all-reduce +ring +flow +32 .* (1[0-9][0-9]|200)\.[0-9]+$" -- net collective --cluster dgx-h100:4 --algo ring --size 256MiB --routing shortest
+expect net-bad-routing 2 "--routing: unknown routing 'pnx'; did you mean 'pxn'" -- net collective --cluster dgx-h100:2 --routing pnx
 expect net-sweep 0 "busbw" -- net sweep --two-level 2x4 --min-size 1KiB --max-size 1MiB --factor 4
 expect net-too-many-ranks 2 "--ranks: the topology holds 16 GPUs; 64 ranks do not fit" -- net collective --two-level 2x8 --ranks 64
 expect net-bad-algo 2 "unknown algorithm 'rign'; did you mean 'ring'" -- net collective --two-level 2x8 --algo rign

@@ -150,7 +150,7 @@ void run_demo(Context& ctx, const DemoConfig& cfg) {
            fmt::format("Q3. All-reduce of {} over {} ({} GPUs)", format_bytes(ar_size), topo.description, ranks));
   Json net_rows = Json::array();
   for (coll::Algorithm algo : {coll::Algorithm::kRing, coll::Algorithm::kTree, coll::Algorithm::kHierarchical}) {
-    coll::TopologyPaths paths(topo);
+    coll::TopologyPaths paths(topo, net::RailPolicy::kRailAligned);  // NCCL's PXN, as net collective
     std::optional<coll::ExecutionStats> sym;
     {
       des::Engine engine;

@@ -46,6 +46,7 @@ struct NetArgs {
   std::string trace;
   int64_t trace_limit = 200000;
   std::string symmetry = "auto";
+  std::string routing = "pxn";
   std::vector<std::string> slow_gpus;    // RANK:FACTOR
   std::string local_bw = "2 TB/s";       // local processing bandwidth for --slow-gpu
   std::vector<std::string> link_events;  // TIME,SRC->DST,FACTOR
@@ -110,6 +111,12 @@ net::Topology build_topology(Context& ctx, const NetArgs& a) {
 
 enum class Model { kFlow, kAlphaBeta, kNccl };
 
+net::RailPolicy parse_routing(const std::string& r) {
+  if (r == "pxn") return net::RailPolicy::kRailAligned;
+  if (r == "shortest") return net::RailPolicy::kShortest;
+  throw InputError(kCl.with_key("--routing"), "unknown routing '" + r + "'", suggest(r, {"pxn", "shortest"}));
+}
+
 Model parse_model(const std::string& m) {
   if (m == "flow") return Model::kFlow;
   if (m == "alpha-beta" || m == "analytic") return Model::kAlphaBeta;
@@ -157,6 +164,7 @@ struct Setup {
   std::optional<net::LinkOrbits> orbits;  // set when symmetric execution is allowed
   coll::RankModel rank_model;
   coll::NcclCalibration calibration;
+  net::RailPolicy routing = net::RailPolicy::kRailAligned;
   double nvls_efficiency = 0.0;  // nccl model: NCCL's nvlsEfficiency for the cluster's GPUs, 0 without NVLS
   struct LinkEvent {
     Time at;
@@ -242,6 +250,7 @@ Setup make_setup(Context& ctx, const NetArgs& a) {
   s.options.channels = a.channels > 0 ? a.channels : std::min(g, 16);
   if (a.channels < 0) throw InputError(kCl.with_key("--channels"), "must be positive");
   s.options.chunk = parse_bytes_positive(a.chunk, kCl.with_key("--chunk"));
+  s.routing = parse_routing(a.routing);
   if (a.symmetry != "auto" && a.symmetry != "off") {
     throw InputError(kCl.with_key("--symmetry"), "unknown value '" + a.symmetry + "'", suggest(a.symmetry, {"auto", "off"}));
   }
@@ -311,6 +320,7 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
     no.nvls_efficiency = s.nvls_efficiency;
     no.channels = s.options.channels;
     no.chunk = s.options.chunk;
+    no.routing = s.routing;
     const coll::NcclPrediction pr = coll::predict_nccl(s.topo, s.op, size, s.calibration, no);
     o.algo = pr.algorithm;
     o.time = pr.time;
@@ -319,7 +329,7 @@ Outcome run_one(const Setup& s, Bytes size, const coll::MessageObserver& observe
   } else if (s.model == Model::kAlphaBeta) {
     o.time = coll::alpha_beta_time(s.op, o.algo, size, s.ab);
   } else {
-    coll::TopologyPaths paths(s.topo);
+    coll::TopologyPaths paths(s.topo, s.routing);
     des::Engine engine;
     net::FlowNetwork network(engine, paths.capacities());
     auto program = coll::make_program(s.op, o.algo, s.ranks, size, s.options);
@@ -351,6 +361,7 @@ Json config_json(const NetArgs& a, const Setup& s) {
               {"algo", a.algo},
               {"model", a.model},
               {"calibration", a.model == "nccl" ? Json(a.calibration) : Json(nullptr)},
+              {"routing", a.routing},
               {"channels", s.options.channels},
               {"chunk_bytes", s.options.chunk.count()},
               {"max_outstanding", s.options.max_outstanding},
@@ -501,6 +512,10 @@ void add_common(CLI::App* cmd, NetArgs& a) {
                   "TIME,SRC->DST,FACTOR: from TIME the link runs at FACTOR x its bandwidth (0 = down: its flows reroute when "
                   "another path exists; 1 = back up); repeatable")
       ->type_name("T,A->B,F");
+  cmd->add_option("--routing", a.routing,
+                  "pxn: a GPU sending to another machine's GPU on another rail relays over NVLink to its own machine's "
+                  "GPU on that rail, as NCCL >= 2.12 does by default (PXN); shortest: plain shortest paths with ECMP")
+      ->capture_default_str();
   cmd->add_option("--symmetry", a.symmetry,
                   "auto: simulate one machine's ranks when topology and algorithm are shift-symmetric (exact); off: every rank")
       ->capture_default_str();

@@ -446,7 +446,7 @@ NcclPrediction predict_nccl(const net::Topology& topo, Op op, Bytes size, const 
   po.root = 0;
   po.peer = 1;
 
-  TopologyPaths routes(topo);
+  TopologyPaths routes(topo, options.routing);
   std::vector<Protocol> candidates;
   if (!options.choose_protocol) {
     candidates.push_back(options.protocol);

@@ -54,6 +54,7 @@
 #include "coll/collective.h"
 #include "coll/executor.h"
 #include "core/units.h"
+#include "net/routing.h"
 #include "net/topology.h"
 
 namespace orrery::coll {
@@ -139,6 +140,9 @@ struct NcclOptions {
   int32_t channels = 0;               // 0: GPUs per machine (a ring leaves each machine through every NIC)
   Bytes chunk = Bytes::KiB(512);      // NCCL Simple: 4 MiB buffer / 8 steps
   int32_t max_outstanding = 8;        // NCCL_STEPS
+  // kRailAligned: cross-rail machine hops relay over NVLink to the GPU on the destination's rail, as
+  // NCCL's PXN does by default since 2.12 (NCCL_PXN_DISABLE=0).
+  net::RailPolicy routing = net::RailPolicy::kRailAligned;
 };
 
 struct NcclPrediction {
