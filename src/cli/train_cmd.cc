@@ -42,6 +42,7 @@ struct TrainArgs {
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0;
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
+  std::string link_sharing = "yes";
   bool activation_offload = false, optimizer_offload = false;
   std::vector<std::string> stragglers;
   std::vector<std::string> slow_links;
@@ -307,6 +308,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   tr::EvaluateOptions opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
   opt.step.stage_slowdown = parse_stragglers(a.stragglers, plan);
+  opt.step.share_links = parse_yes_no(a.link_sharing, "--link-sharing");
   opt.slow_links = parse_slow_links(a.slow_links, plan);
   const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels));
   opt.memory_timeline = true;
@@ -362,6 +364,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     }
     j["slow_links"] = links;
     j["comm_model"] = a.fabric.comm_model;
+    j["link_sharing"] = opt.step.share_links;
     if (topology) {
       j["fabric"] = fabric_json(a.fabric);
     }
@@ -515,6 +518,10 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--grad-density", a->grad_density, "gradient density of sparse sync, (0, 1]")->capture_default_str();
   c->add_option("--overlap-grad-reduce", a->overlap_grad, "DP reduction overlapped with backward: yes | no")->capture_default_str();
   c->add_option("--overlap-param-gather", a->overlap_param, "ZeRO-1/2 parameter gather overlapped: yes | no")->capture_default_str();
+  c->add_option("--link-sharing", a->link_sharing,
+                "communication streams of a rank on the same link (NIC or NVLink) share it while they run at once "
+                "(FSDP gather beside reduce-scatter, pipeline sends beside DP): yes | no (each as if alone)")
+      ->capture_default_str();
   c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs: yes | no")->capture_default_str();
   c->add_flag("--activation-offload", a->activation_offload, "offload saved activations to host memory");
   c->add_flag("--optimizer-offload", a->optimizer_offload, "optimizer states and step on the host");

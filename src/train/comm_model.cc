@@ -92,6 +92,15 @@ Time AlphaBetaComm::collective(coll::Op op, Bytes size, Group g) const {
   return nvls && *nvls < nccl ? *nvls : nccl;
 }
 
+std::optional<LinkKind> AlphaBetaComm::link(Group g) const {
+  const int64_t gpn = std::max<int64_t>(1, cluster_.domain_gpus());
+  const int64_t stride = group_stride(plan_, g);
+  if (g == Group::kPp) return stride < gpn ? LinkKind::kScaleup : LinkKind::kNic;
+  const int64_t n = group_size(plan_, g);
+  const int64_t per_node = stride >= gpn ? 1 : std::clamp<int64_t>(gpn / stride, 1, n);
+  return per_node < n ? LinkKind::kNic : LinkKind::kScaleup;
+}
+
 Time AlphaBetaComm::p2p(Bytes size) const {
   if (plan_.pp <= 1 || size.count() <= 0) return Time::zero();
   const int64_t stride = group_stride(plan_, Group::kPp);

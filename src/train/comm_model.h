@@ -91,6 +91,13 @@ class CommModel {
   virtual Time collective(coll::Op op, Bytes size, Group g) const = 0;
   // One point-to-point message between neighbouring pipeline stages.
   virtual Time p2p(Bytes size) const = 0;
+  // The link kind that carries a rank's traffic of group g (Group::kPp: its pipeline transfers), for
+  // the simulator's link sharing between communication streams (train/simulator.h): the network when
+  // the group spans NVLink domains, else the scale-up link. nullopt: not known (no sharing).
+  virtual std::optional<LinkKind> link(Group g) const {
+    (void)g;
+    return std::nullopt;
+  }
 };
 
 class AlphaBetaComm final : public CommModel {
@@ -102,6 +109,7 @@ class AlphaBetaComm final : public CommModel {
   AlphaBetaComm(const ClusterSpec& cluster, const Plan& plan, LinkFactors links = {});
   Time collective(coll::Op op, Bytes size, Group g) const override;
   Time p2p(Bytes size) const override;
+  std::optional<LinkKind> link(Group g) const override;
   // The alpha-beta parameters of group g (for tests and docs).
   coll::AlphaBetaParams params(Group g) const;
   // Whether `op` of `size` over group g runs as NVLS: an all-reduce inside one NVLink domain of GPUs

@@ -23,8 +23,8 @@
 //     count one chunk per step.
 //   What it adds over AlphaBetaComm: link contention between the groups of one kind (oversubscribed
 //     tiers, rails, shared NICs) and the topology's real routes. What it leaves out: contention between
-//     different kinds running at once (a DP reduce-scatter beside a pipeline send); each call is timed
-//     alone, as the simulator's tasks are.
+//     different kinds running at once on the fabric; each call is timed alone, and the step simulation
+//     then shares only each rank's own link between calls that overlap (train/simulator.h, share_links).
 //   Cost: one flow simulation per distinct (op, size, group) of the step, cached; a ring over N GPUs
 //     is about 4 N x members x channels flows (about 1 s per million on this machine), so use it for
 //     clusters up to a few thousand GPUs. The planner keeps the alpha-beta model.
@@ -49,6 +49,7 @@ class FlowComm final : public CommModel {
   FlowComm(const net::Topology& topology, const ClusterSpec& cluster, const Plan& plan);
   Time collective(coll::Op op, Bytes size, Group g) const override;
   Time p2p(Bytes size) const override;
+  std::optional<LinkKind> link(Group g) const override { return alpha_beta_.link(g); }
   size_t simulations() const { return simulations_; }  // flow simulations run (cache misses)
 
  private:

@@ -111,10 +111,20 @@ class Builder {
     return range(s, c).offset + i < p_.recompute_layers;
   }
 
+  // The shared resource of stage s's traffic of group g (its network or its scale-up egress), or -1
+  // when links are not shared or the model does not say which link carries it.
+  int32_t link_resource(int32_t s, Group g) const {
+    if (!o_.share_links) return -1;
+    const std::optional<LinkKind> k = comm(s).link(g);
+    if (!k) return -1;
+    return 2 * s + (*k == LinkKind::kNic ? 0 : 1);
+  }
+
   TaskId add_task(int32_t s, StreamId stream, Time dur, TimeCategory category, const Parts& parts, bool filler,
-                  std::string_view stream_name, const std::function<std::string()>& name) {
+                  std::string_view stream_name, const std::function<std::string()>& name, int32_t resource = -1) {
     Task t;
     t.stream = stream;
+    t.resource = resource;
     t.duration = dur;
     t.filler = filler;
     t.category = cat(category);
@@ -215,7 +225,9 @@ class Builder {
     const bool sharded = p_.sharding != Sharding::kNone;
     Time t;
     std::string what;
+    Group g = Group::kDpShard;
     if (p_.grad_sync != GradSync::kDense) {
+      g = Group::kDp;
       const Bytes sparse = Bytes::from_double(bytes.to_double() * p_.grad_density *
                                               (d(p_.grad_bytes) + 4.0) / d(p_.grad_bytes));
       const int64_t n = group_size(p_, Group::kDp);
@@ -234,8 +246,9 @@ class Builder {
                               Group::kDpReplica);
       }
     }
-    last = add_task(s, st.dp, t, TimeCategory::kDp, Parts{}, false, "dp",
-                    [&] { return fmt::format("{} {:.1f} MB", what, bytes.to_double() * 1e-6); });
+    last = add_task(
+        s, st.dp, t, TimeCategory::kDp, Parts{}, false, "dp",
+        [&] { return fmt::format("{} {:.1f} MB", what, bytes.to_double() * 1e-6); }, link_resource(s, g));
     dep(last, after);
     return last;
   }
@@ -299,8 +312,10 @@ class Builder {
           if (stage_index >= p_.unsharded_layers) {
             const Bytes gathered = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
             const Time t = comm(s).collective(coll::Op::kAllGather, gathered, Group::kDpShard);
-            const TaskId ag = add_task(s, st.dp_gather, t, TimeCategory::kDp, Parts{}, false, "dp-gather",
-                                       [&] { return fmt::format("all-gather l{} {:.1f} MB", lo, gathered.to_double() * 1e-6); });
+            const TaskId ag = add_task(
+                s, st.dp_gather, t, TimeCategory::kDp, Parts{}, false, "dp-gather",
+                [&] { return fmt::format("all-gather l{} {:.1f} MB", lo, gathered.to_double() * 1e-6); },
+                link_resource(s, Group::kDpShard));
             const auto anchor = static_cast<int64_t>(compute_order.size()) - 2 - p_.fsdp_prefetch;
             if (!filler && anchor >= 0) dep(ag, compute_order[static_cast<size_t>(anchor)]);
             dep(id, ag);
@@ -324,7 +339,8 @@ class Builder {
         const bool last_virtual = s == pp_ - 1 && c == v_ - 1;
         if (!last_virtual && pp_ > 1) {
           const TaskId send = add_task(s, st.pp_fwd, send_time(s, (s + 1) % pp_), TimeCategory::kPp, Parts{}, false,
-                                       "pp-send-fwd", [&] { return fmt::format("send act mb{} c{}", mb, c); });
+                                       "pp-send-fwd", [&] { return fmt::format("send act mb{} c{}", mb, c); },
+                                       link_resource(s, Group::kPp));
           dep(send, prev);
           send_f_[i] = send;
         }
@@ -348,7 +364,8 @@ class Builder {
         const bool first_virtual = s == 0 && c == 0;
         if (!first_virtual && pp_ > 1) {
           const TaskId send = add_task(s, st.pp_bwd, send_time(s, (s + pp_ - 1) % pp_), TimeCategory::kPp, Parts{}, false,
-                                       "pp-send-bwd", [&] { return fmt::format("send grad mb{} c{}", mb, c); });
+                                       "pp-send-bwd", [&] { return fmt::format("send grad mb{} c{}", mb, c); },
+                                       link_resource(s, Group::kPp));
           dep(send, prev);
           send_b_[i] = send;
         }
@@ -385,7 +402,7 @@ class Builder {
                                        TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
                                          return fmt::format("param all-gather c{} l{}-{} {:.1f} MB", c, lo, hi - 1,
                                                             bytes.to_double() * 1e-6);
-                                       });
+                                       }, link_resource(s, Group::kDpShard));
             dep(first_forward_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)], ag);
           }
         }
@@ -465,7 +482,8 @@ class Builder {
       const Bytes bytes = Bytes::from_double(d(params) * 2.0);
       const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
                                  TimeCategory::kDp, Parts{}, false, "dp-gather",
-                                 [&] { return fmt::format("param all-gather {:.1f} MB", bytes.to_double() * 1e-6); });
+                                 [&] { return fmt::format("param all-gather {:.1f} MB", bytes.to_double() * 1e-6); },
+                                 link_resource(s, Group::kDpShard));
       dep(ag, opt);
     }
   }

@@ -28,6 +28,9 @@
 //     and parameters up over PCIe plus the CPU step at kCpuAdamParamsPerSecond (an assumption).
 //   Activation offload: each forward's saved activations are copied to the host over PCIe on a copy
 //     stream and back before the backward; a backward that waits for its copy is an offload stall.
+//   Link sharing: communication-stream tasks of a stage on the same link of its rank (network or
+//     NVLink, CommModel::link) share it equally while they overlap (train/task_graph.h); TP/CP/EP
+//     collectives inside passes do not take part.
 //   Breakdown (one stage, the busiest): compute, recompute, exposed TP/CP/EP (they sit inside the
 //     passes), and the compute stream's idle time, charged to what it waited for: the pipeline (bubble
 //     while the upstream pass runs, PP comm while the transfer runs), DP collectives, offload copies;
@@ -97,6 +100,10 @@ struct StepOptions {
   // pipeline transfer takes the slower of its two ends' times.
   std::vector<const CommModel*> stage_comm;
   std::vector<const ModelCosts*> stage_costs;
+  // Communication streams of a rank share the link that carries them (CommModel::link): a DP
+  // reduce-scatter beside an FSDP all-gather, or a pipeline send beside a DP collective on the same
+  // NIC, each run at half rate while both run (train/task_graph.h). false: each runs as if alone.
+  bool share_links = true;
 };
 
 struct StepResult {

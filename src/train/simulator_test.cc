@@ -76,6 +76,56 @@ TEST(TaskGraph, FillerRunsWhileTheNextTaskWaits) {
   EXPECT_EQ(t[static_cast<size_t>(head)].start, Time::ms(3));
 }
 
+// Link sharing (processor sharing on a resource). Two 4 ms tasks on one resource from two streams,
+// both ready at 0: each runs at half rate throughout and both end at 8 ms.
+TEST(TaskGraph, TasksOnOneResourceShareItEqually) {
+  TaskGraph g;
+  const StreamId a = g.add_stream(false);
+  const StreamId b = g.add_stream(false);
+  Task t{a, Time::ms(4)};
+  t.resource = 0;
+  const TaskId x = g.add(t);
+  t.stream = b;
+  const TaskId y = g.add(t);
+  const auto r = g.run();
+  EXPECT_EQ(r[static_cast<size_t>(x)].end, Time::ms(8));
+  EXPECT_EQ(r[static_cast<size_t>(y)].end, Time::ms(8));
+}
+
+// A = 3 ms of work from 0; B = 1 ms of work, ready at 1 ms (after a 1 ms task elsewhere). 0-1: A alone
+// does 1 ms. From 1 both run at half rate: B's 1 ms takes 2 ms (ends at 3), A does 1 more. From 3 A is
+// alone with 1 ms left: ends at 4. On different resources they would end at 3 and 2; on one stream the
+// second simply waits for the first, at full rate.
+TEST(TaskGraph, ShareChangesWhenATaskJoinsOrLeaves) {
+  for (int variant = 0; variant < 3; ++variant) {
+    TaskGraph g;
+    const StreamId a = g.add_stream(false);
+    const StreamId b = g.add_stream(false);
+    const StreamId c = g.add_stream(false);
+    Task ta{a, Time::ms(3)};
+    ta.resource = 0;
+    const TaskId x = g.add(ta);
+    const TaskId gate = g.add({c, Time::ms(1)});
+    Task tb{variant == 2 ? a : b, Time::ms(1)};
+    tb.resource = variant == 1 ? 1 : 0;
+    const TaskId y = g.add(tb);
+    g.depend(y, gate);
+    const auto r = g.run();
+    const Time ex = r[static_cast<size_t>(x)].end;
+    const Time ey = r[static_cast<size_t>(y)].end;
+    if (variant == 0) {
+      EXPECT_EQ(ex, Time::ms(4));
+      EXPECT_EQ(ey, Time::ms(3));
+    } else if (variant == 1) {
+      EXPECT_EQ(ex, Time::ms(3));
+      EXPECT_EQ(ey, Time::ms(2));
+    } else {
+      EXPECT_EQ(ex, Time::ms(3));
+      EXPECT_EQ(ey, Time::ms(4));
+    }
+  }
+}
+
 // Zero communication, equal stages: GPipe and 1F1B take (m + p - 1)(tf + tb) (bubble (p-1)/m of the
 // ideal m (tf + tb)), plus the optimizer kernel.
 TEST(Simulator, GpipeAnd1F1BBubbleIsPMinusOneOverM) {
@@ -229,6 +279,65 @@ TEST(Simulator, APipelineTransferRunsAtItsSlowerEnd) {
     const StepResult r = simulate_step(f.model, plan, c, f.cm, comm, o);
     EXPECT_EQ(r.step_time, ms(48) + ms(6) + f.opt()) << "slow stage " << stage;
   }
+}
+
+// Every collective takes `coll` alone and runs on the network (CommModel::link), so a rank's
+// communication streams share its NIC.
+class SharedNicComm final : public CommModel {
+ public:
+  explicit SharedNicComm(Time coll) : coll_(coll) {}
+  Time collective(coll::Op, Bytes, Group) const override { return coll_; }
+  Time p2p(Bytes) const override { return Time::zero(); }
+  std::optional<LinkKind> link(Group) const override { return LinkKind::kNic; }
+
+ private:
+  Time coll_;
+};
+
+// FSDP (ZeRO-3) over 2 ranks: in the backward the all-gather of the next layer (dp-gather stream)
+// runs beside the reduce-scatter of the last one (dp stream), both on the rank's NIC. Under equal
+// sharing a collective of c ms alone that overlaps the other stream's collectives for X ms (only two
+// streams, so at most two run at once) does X/2 of work in that time and c - X/2 alone: its duration
+// is c + X/2. The test checks that on every DP task of the traced stage, that some do overlap, and that
+// without link sharing every one lasts exactly c and the step is shorter.
+TEST(Simulator, FsdpGatherAndReduceShareTheNic) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1'000'000);
+  const Time coll = ms(3);
+  const SharedNicComm comm(coll);
+  Plan plan;
+  plan.dp = 2;
+  plan.gbs = 2;
+  plan.sharding = Sharding::kZero3;
+  StepOptions o;
+  o.trace_stages = {0};
+  const StepResult shared = simulate_step(f.model, plan, c, f.cm, comm, o);
+  Time overlapped_total;
+  int checked = 0;
+  for (const TraceEvent& e : shared.trace) {
+    if (e.stream != "dp" && e.stream != "dp-gather") continue;
+    Time x;
+    for (const TraceEvent& other : shared.trace) {
+      if ((other.stream != "dp" && other.stream != "dp-gather") || other.stream == e.stream) continue;
+      const Time lo = std::max(e.start, other.start);
+      const Time hi = std::min(e.end, other.end);
+      if (hi > lo) x += hi - lo;
+    }
+    const int64_t expect = (coll + x).picoseconds() - x.picoseconds() / 2;
+    EXPECT_NEAR(static_cast<double>((e.end - e.start).picoseconds()), static_cast<double>(expect), 4.0) << e.name;
+    overlapped_total += x;
+    ++checked;
+  }
+  EXPECT_GE(checked, 32);  // 16 gathers before the forward, 16 before the backward, 16 reductions
+  EXPECT_GT(overlapped_total, Time::zero());
+  o.share_links = false;
+  const StepResult alone = simulate_step(f.model, plan, c, f.cm, comm, o);
+  for (const TraceEvent& e : alone.trace) {
+    if (e.stream == "dp" || e.stream == "dp-gather") {
+      EXPECT_EQ(e.end - e.start, coll) << e.name;
+    }
+  }
+  EXPECT_GT(shared.step_time, alone.step_time);
 }
 
 TEST(Simulator, BreakdownSumsToStepTimeAndIsDeterministic) {

@@ -1,5 +1,7 @@
 #include "train/task_graph.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "core/assert.h"
@@ -35,7 +37,15 @@ void TaskGraph::depend(TaskId task, TaskId after) {
 class TaskGraphRun final : public des::EventHandler {
  public:
   explicit TaskGraphRun(const TaskGraph& g)
-      : g_(g), deps_(g.num_deps_), timing_(g.tasks_.size()), streams_(g.streams_.size()), ready_flag_(g.tasks_.size(), 0) {}
+      : g_(g), deps_(g.num_deps_), timing_(g.tasks_.size()), streams_(g.streams_.size()), ready_flag_(g.tasks_.size(), 0) {
+    int32_t resources = 0;
+    for (const Task& t : g.tasks_) resources = std::max(resources, t.resource + 1);
+    if (resources > 0) {
+      resources_.resize(static_cast<size_t>(resources));
+      target_.assign(g.tasks_.size(), 0.0);
+      pending_.resize(g.tasks_.size());
+    }
+  }
 
   std::vector<TaskTiming> run() {
     for (size_t i = 0; i < g_.tasks_.size(); ++i) {
@@ -51,6 +61,12 @@ class TaskGraphRun final : public des::EventHandler {
     const auto id = static_cast<TaskId>(tag);
     const Task& t = g_.tasks_[static_cast<size_t>(id)];
     timing_[static_cast<size_t>(id)].end = engine.now();
+    if (t.resource >= 0) {
+      ResourceState& r = resources_[static_cast<size_t>(t.resource)];
+      advance(r);
+      r.active.erase(std::find(r.active.begin(), r.active.end(), id));
+      reschedule(r);
+    }
     ++finished_;
     streams_[static_cast<size_t>(t.stream)].busy = false;
     for (TaskId s : g_.successors_[static_cast<size_t>(id)]) {
@@ -78,10 +94,46 @@ class TaskGraphRun final : public des::EventHandler {
     if (!g_.streams_[static_cast<size_t>(t.stream)].ordered || t.filler) s.queue.push_back(id);
   }
 
+  // A resource's progress: every running task on it has done v units of work (ps of its duration
+  // alone) since v was 0; v grows at 1/k per ps while k tasks run.
+  struct ResourceState {
+    double v = 0.0;
+    Time last;
+    std::vector<TaskId> active;  // in start order
+  };
+
+  void advance(ResourceState& r) {
+    const Time now = engine_.now();
+    if (!r.active.empty()) {
+      r.v += static_cast<double>((now - r.last).picoseconds()) / static_cast<double>(r.active.size());
+    }
+    r.last = now;
+  }
+
+  // Re-times the completion of every task running on r for the current share 1/k.
+  void reschedule(ResourceState& r) {
+    const auto k = static_cast<double>(r.active.size());
+    for (TaskId id : r.active) {
+      des::EventId& e = pending_[static_cast<size_t>(id)];
+      if (e.valid()) engine_.cancel(e);
+      const double left = std::max(0.0, target_[static_cast<size_t>(id)] - r.v);
+      e = engine_.schedule_after(Time::ps(static_cast<int64_t>(std::ceil(left * k))), this, static_cast<uint64_t>(id));
+    }
+  }
+
   void start(StreamState& s, TaskId id) {
     s.busy = true;
     timing_[static_cast<size_t>(id)].start = engine_.now();
-    engine_.schedule_after(g_.tasks_[static_cast<size_t>(id)].duration, this, static_cast<uint64_t>(id));
+    const Task& t = g_.tasks_[static_cast<size_t>(id)];
+    if (t.resource < 0) {
+      engine_.schedule_after(t.duration, this, static_cast<uint64_t>(id));
+      return;
+    }
+    ResourceState& r = resources_[static_cast<size_t>(t.resource)];
+    advance(r);
+    target_[static_cast<size_t>(id)] = r.v + static_cast<double>(t.duration.picoseconds());
+    r.active.push_back(id);
+    reschedule(r);
   }
 
   void try_start(StreamId sid) {
@@ -110,6 +162,9 @@ class TaskGraphRun final : public des::EventHandler {
   std::vector<StreamState> streams_;
   std::vector<uint8_t> ready_flag_;
   size_t finished_ = 0;
+  std::vector<ResourceState> resources_;
+  std::vector<double> target_;          // per task on a resource: the v at which its work is done
+  std::vector<des::EventId> pending_;   // per task on a resource: its completion event
 };
 
 std::vector<TaskTiming> TaskGraph::run() const {

@@ -9,6 +9,11 @@
 //     stream (a communication stream) runs its tasks in the order they become ready. A task's
 //     duration is fixed when the graph is built (from the compute and communication models), so
 //     overlap, waiting and pipeline bubbles come out of the execution.
+//   Shared links: a task may name a resource (a rank's network or NVLink egress, one PCIe direction).
+//     Tasks of different streams that run at once on one resource share it equally (processor
+//     sharing, the max-min fair share of equal flows on one bottleneck): with k of them running, each
+//     does its work, measured as its duration alone on the resource, at rate 1/k, and k changes when
+//     one starts or ends. Tasks without a resource, and tasks on different resources, do not interact.
 //   Determinism: ready tasks are queued in (ready time, task id) order through the engine's total
 //     event order; the run is a pure function of the graph.
 //   Cost: O(tasks + dependencies) events, each O(log n) in the engine's queue; no allocation per event.
@@ -31,6 +36,7 @@ struct Task {
   bool filler = false;     // ordered streams only: may run out of order to fill idle time
   uint16_t category = 0;   // caller's label (what kind of work), carried to the result
   int32_t label = 0;       // caller's payload (micro-batch, chunk, ...)
+  int32_t resource = -1;   // >= 0: the shared resource this task's duration is work on (model card)
 };
 
 struct TaskTiming {
