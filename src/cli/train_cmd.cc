@@ -519,8 +519,8 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--overlap-grad-reduce", a->overlap_grad, "DP reduction overlapped with backward: yes | no")->capture_default_str();
   c->add_option("--overlap-param-gather", a->overlap_param, "ZeRO-1/2 parameter gather overlapped: yes | no")->capture_default_str();
   c->add_option("--link-sharing", a->link_sharing,
-                "communication streams of a rank on the same link (NIC or NVLink) share it while they run at once "
-                "(FSDP gather beside reduce-scatter, pipeline sends beside DP): yes | no (each as if alone)")
+                "collectives of a rank on the same link (NIC or NVLink) share it while they run at once (FSDP gather "
+                "beside reduce-scatter, pipeline sends or expert all-to-alls beside DP): yes | no (each as if alone)")
       ->capture_default_str();
   c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs: yes | no")->capture_default_str();
   c->add_flag("--activation-offload", a->activation_offload, "offload saved activations to host memory");

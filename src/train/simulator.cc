@@ -1,6 +1,7 @@
 #include "train/simulator.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 
 #include <fmt/format.h>
@@ -299,13 +300,33 @@ class Builder {
         const Parts parts = pass_parts(s, c, pass.kind, lo, hi);
         const bool filler = false;  // the schedule places every W pass (train/schedule.h)
         const char kind_char = pass.kind == PassKind::kForward ? 'F' : pass.kind == PassKind::kBackward ? 'B' : 'W';
-        const TaskId id = add_task(s, st.compute, parts.total(), TimeCategory::kCompute, parts, filler, "compute", [&] {
+        const auto piece_name = [&] {
           return per_layer ? fmt::format("{} mb{} c{} l{}", kind_char, mb, c, lo) : fmt::format("{} mb{} c{}", kind_char, mb, c);
-        });
+        };
+        // With link sharing, the piece's exposed TP/CP/EP collectives follow its kernels as tasks of their
+        // own on the compute stream, each on its group's link, so that they share it with the
+        // communication streams; without, the piece is one task.
+        const bool split_comm = o_.share_links && parts.tp + parts.cp + parts.ep > Time::zero();
+        Parts kernels = parts;
+        if (split_comm) kernels.tp = kernels.cp = kernels.ep = Time::zero();
+        const TaskId id = add_task(s, st.compute, kernels.total(), TimeCategory::kCompute, kernels, filler, "compute", piece_name);
+        TaskId id_last = id;
+        if (split_comm) {
+          const std::array<std::pair<Group, Time Parts::*>, 3> comms = {
+              std::pair{Group::kTp, &Parts::tp}, std::pair{Group::kCp, &Parts::cp}, std::pair{Group::kEp, &Parts::ep}};
+          for (const auto& [group, field] : comms) {
+            if (parts.*field <= Time::zero()) continue;
+            Parts q;
+            q.*field = parts.*field;
+            id_last = add_task(
+                s, st.compute, q.total(), TimeCategory::kCompute, q, filler, "compute",
+                [&] { return fmt::format("{} {}", piece_name(), group_name(group)); }, link_resource(s, group));
+          }
+        }
         if (filler) {
           dep(id, prev >= 0 ? prev : b_last_[idx(s, c, mb)]);
         } else {
-          compute_order.push_back(id);
+          compute_order.push_back(id_last);
         }
         if (zero3 && pass.kind != PassKind::kWeight) {
           const int64_t stage_index = range(s, c).offset + lo;
@@ -323,13 +344,13 @@ class Builder {
         }
         if (zero3 && pass.kind == grad_kind) {
           const Bytes grads = Bytes::from_double(d(piece_params(s, c, lo, hi)) * d(p_.grad_bytes));
-          reduce_grads(s, st, grads, id, last_mb);
+          reduce_grads(s, st, grads, id_last, last_mb);
         } else if (per_layer && pass.kind == grad_kind && last_mb) {
-          last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id;
+          last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id_last;
         }
         if (first_forward) first_forward_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id;
         if (first < 0) first = id;
-        prev = id;
+        prev = id_last;
       }
       const size_t i = idx(s, c, mb);
       if (pass.kind == PassKind::kForward) {
@@ -567,6 +588,11 @@ class Builder {
         add(TimeCategory::kTp, p.tp);
         add(TimeCategory::kCp, p.cp);
         add(TimeCategory::kEp, p.ep);
+        // A collective of the pass that shared its link ran longer than alone: the excess is its own.
+        const Time stretch = (x.end - x.start) - task.duration;
+        if (stretch > Time::zero()) {
+          add(p.tp > Time::zero() ? TimeCategory::kTp : p.cp > Time::zero() ? TimeCategory::kCp : TimeCategory::kEp, stretch);
+        }
       } else {
         add(static_cast<TimeCategory>(task.category), task.duration);
       }

@@ -28,9 +28,10 @@
 //     and parameters up over PCIe plus the CPU step at kCpuAdamParamsPerSecond (an assumption).
 //   Activation offload: each forward's saved activations are copied to the host over PCIe on a copy
 //     stream and back before the backward; a backward that waits for its copy is an offload stall.
-//   Link sharing: communication-stream tasks of a stage on the same link of its rank (network or
-//     NVLink, CommModel::link) share it equally while they overlap (train/task_graph.h); TP/CP/EP
-//     collectives inside passes do not take part.
+//   Link sharing: a stage's collectives on the same link of its rank (network or NVLink,
+//     CommModel::link) share it equally while they overlap (train/task_graph.h): the communication
+//     streams' tasks and each pass's exposed TP/CP/EP time, which then runs as tasks of its own after
+//     the pass's kernels on the compute stream.
 //   Breakdown (one stage, the busiest): compute, recompute, exposed TP/CP/EP (they sit inside the
 //     passes), and the compute stream's idle time, charged to what it waited for: the pipeline (bubble
 //     while the upstream pass runs, PP comm while the transfer runs), DP collectives, offload copies;

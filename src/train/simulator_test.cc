@@ -340,6 +340,38 @@ TEST(Simulator, FsdpGatherAndReduceShareTheNic) {
   EXPECT_GT(shared.step_time, alone.step_time);
 }
 
+// A pass's exposed collective shares the NIC with the DP stream. Two layers, one micro-batch, dp 2,
+// per-layer gradient buckets reduced during the backward (4 ms each alone), each layer's backward 2 ms
+// of kernels and 2 ms of expert all-to-all exposed (alone), forward 1 ms per layer without any:
+//   forward 0-2; layer 1: kernels 2-4, all-to-all 4-6 (alone); its reduce-scatter starts at 6;
+//   layer 0: kernels 6-8 while the reduction runs alone (2 of its 4 ms done by 8); from 8 the
+//   all-to-all and the reduction share the NIC: 2 ms of work left each at half rate, both end at 12;
+//   layer 0's reduction then runs alone 12-16; the optimizer follows. Step 16 ms + optimizer.
+// Without link sharing the pieces are 4 ms each and the reductions run beside them at full rate:
+// layer 1 2-6, its reduction 6-10, layer 0 6-10, its reduction 10-14: 14 ms + optimizer.
+// Breakdown with sharing: compute 2 + 2 + 2, EP 2 + 4 (2 of them the shared stretch), DP 4 (the wait).
+TEST(Simulator, APassCollectiveSharesTheNicWithTheDpStream) {
+  const model::ModelSpec model = model::ModelSpec::llama({2, 1024, 8, 8, 4096, 32000, 1024});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm{gpu};
+  ModelCosts c = synthetic(2, ms(1), ms(1), ms(1), 1'000'000);
+  for (LayerCost& l : c.layer) l.ep_bwd = ms(2);
+  const SharedNicComm comm(ms(4));
+  Plan plan;
+  plan.dp = 2;
+  plan.gbs = 2;
+  plan.bucket_bytes = 1;
+  const Time opt = cm.memory_bound(Bytes::from_double(2 * 1e6 * 30.0));
+  const StepResult shared = simulate_step(model, plan, c, cm, comm);
+  EXPECT_EQ(shared.step_time, ms(16) + opt);
+  EXPECT_EQ(shared.breakdown[static_cast<size_t>(TimeCategory::kCompute)], ms(6));
+  EXPECT_EQ(shared.breakdown[static_cast<size_t>(TimeCategory::kEp)], ms(6));
+  EXPECT_EQ(shared.breakdown[static_cast<size_t>(TimeCategory::kDp)], ms(4));
+  StepOptions o;
+  o.share_links = false;
+  EXPECT_EQ(simulate_step(model, plan, c, cm, comm, o).step_time, ms(14) + opt);
+}
+
 TEST(Simulator, BreakdownSumsToStepTimeAndIsDeterministic) {
   Fixture f;
   const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1000);
