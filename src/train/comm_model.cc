@@ -92,13 +92,12 @@ Time AlphaBetaComm::collective(coll::Op op, Bytes size, Group g) const {
   return nvls && *nvls < nccl ? *nvls : nccl;
 }
 
+// The placement params() and p2p() use: a group spans NVLink domains when fewer than all its members
+// share one; neighbouring stages share one when their stride is below the domain's size.
 std::optional<LinkKind> AlphaBetaComm::link(Group g) const {
-  const int64_t gpn = std::max<int64_t>(1, cluster_.domain_gpus());
-  const int64_t stride = group_stride(plan_, g);
-  if (g == Group::kPp) return stride < gpn ? LinkKind::kScaleup : LinkKind::kNic;
-  const int64_t n = group_size(plan_, g);
-  const int64_t per_node = stride >= gpn ? 1 : std::clamp<int64_t>(gpn / stride, 1, n);
-  return per_node < n ? LinkKind::kNic : LinkKind::kScaleup;
+  if (g == Group::kPp) return group_stride(plan_, Group::kPp) < cluster_.domain_gpus() ? LinkKind::kScaleup : LinkKind::kNic;
+  const coll::AlphaBetaParams p = params(g);
+  return p.ranks_per_node < p.ranks ? LinkKind::kNic : LinkKind::kScaleup;
 }
 
 Time AlphaBetaComm::p2p(Bytes size) const {
