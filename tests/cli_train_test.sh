@@ -251,4 +251,56 @@ expect calibration-missing 2 "cannot open the calibration file" -- "${llama8[@]}
 expect plan-calibration 0 "calibration .*calibration.yaml" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --top 1 --calibration "$cal_h100"
 rm -rf "$tmpc"
 
+# --tie-embeddings (docs/training.md): untying a GPT adds the LM head's V x h parameters; its weights
+# (bf16, one copy per GPU without TP or sharding) grow by 2 V h bytes = 2 x 51200 x 2304 = 235,929,600.
+if python3 - "$("$bin" --json "${gpt[@]}")" "$("$bin" --json "${gpt[@]}" --tie-embeddings no)" <<'PY' 2>/dev/null
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert a["tied_embeddings"] is True and b["tied_embeddings"] is False
+assert b["memory"]["weights"] - a["memory"]["weights"] == 2 * 51200 * 2304, b["memory"]["weights"] - a["memory"]["weights"]
+PY
+then pass=$((pass+1)); else echo "FAIL tie-embeddings"; fail=$((fail+1)); fi
+expect tie-bad 2 "--tie-embeddings: expected yes or no, found 'maybe'" -- "${gpt[@]}" --tie-embeddings maybe
+
+# --replay (train/replay.h): a results table in training.csv's columns (two rows of our own, shaped like
+# training.csv's A1 and C1s; values are placeholders, the check is that each row's printed command line
+# reproduces its replayed prediction exactly, through the same parser and simulation).
+tabl="$tmp/runs.csv"
+cat > "$tabl" <<'CSV'
+# two runs
+id,source,arch,params_b,layers,hidden,heads,kv_heads,ffn,vocab,seq,gpu,gpus,tp,pp,dp,cp,ep,vp,mbs,gbs,sp,recompute,precision,dp_sharding,metric,value,notes
+R1,megatron-sc21-t1,gpt,1.7,24,2304,24,24,9216,51200,2048,a100-80g,32,1,1,32,1,1,1,,512,no,full,fp16,none,tflops_per_gpu,137,
+R2,korthikanti-t5,gpt,22,48,6144,64,64,24576,51200,2048,a100-80g,8,8,1,1,1,1,1,4,4,yes,selective,fp16,none,step_time_s,1.1,
+CSV
+expect replay-table 0 "R2 +step_time_s +1.1 " -- train --replay "$tabl"
+expect replay-summary 0 "a100-80g +throughput +2 " -- train --replay "$tabl"
+if python3 - "$bin" "$tabl" <<'PY' 2>/dev/null
+import json, shlex, subprocess, sys
+b, t = sys.argv[1:3]
+d = json.loads(subprocess.run([b, "--json", "train", "--replay", t], capture_output=True, text=True, check=True).stdout)
+assert [r["id"] for r in d["rows"]] == ["R1", "R2"]
+for r in d["rows"]:
+    argv = shlex.split(r["command"])
+    assert argv[:2] == ["orrery", "train"]
+    one = json.loads(subprocess.run([b, "--json"] + argv[1:], capture_output=True, text=True, check=True).stdout)
+    assert one["step_time_s"] == r["step_time_s"], (r["id"], one["step_time_s"], r["step_time_s"])
+    assert abs(r["error"] - (r["predicted"] - r["measured"]) / r["measured"]) < 1e-12
+r2 = d["rows"][1]
+assert r2["predicted"] == r2["step_time_s"]  # a step_time_s row predicts the step itself
+PY
+then pass=$((pass+1)); else echo "FAIL replay command lines"; fail=$((fail+1)); fi
+expect replay-rows 0 "1 rows replayed" -- train --replay "$tabl" --rows R2
+expect replay-commands 0 "R1: orrery train --arch gpt" -- train --replay "$tabl" --commands
+expect replay-missing 2 "nope.csv: cannot open the results table" -- train --replay "$tmp/nope.csv"
+expect replay-unknown-row 2 "--rows: no row 'R3'.*did you mean 'R1'" -- train --replay "$tabl" --rows R3
+expect replay-extra-flag 2 "--tp: --replay runs each row with its own flags" -- train --replay "$tabl" --tp 2
+expect rows-without-replay 2 "--rows: needs --replay FILE" -- "${gpt[@]}" --rows R1
+sed 's/,24,2304,24,/,24,2304,2x4,/' "$tabl" > "$tmp/bad.csv"
+expect replay-bad-cell 2 "bad.csv:3: heads: expected an integer in \[1, 16777216\], found '2x4' \(row R1\)" -- train --replay "$tmp/bad.csv"
+one_line_error replay-bad-cell-one-line train --replay "$tmp/bad.csv"
+sed 's/,24,2304,24,24,9216,/,24,2304,20,20,9216,/' "$tabl" > "$tmp/heads.csv"
+expect replay-bad-model 2 "heads.csv:3: heads: row R1: heads \\(20\\) must divide hidden \\(2304\\)" -- train --replay "$tmp/heads.csv"
+sed 's/,24,2304,24,24,9216,/,24,2304,18,18,9216,/; s/,32,1,1,32,1,1,1,,512,/,32,8,1,4,1,1,1,,512,/' "$tabl" > "$tmp/tp.csv"
+expect replay-bad-plan 2 "tp.csv:3: .*row R1: .*tp=8 does not divide heads=18" -- train --replay "$tmp/tp.csv"
+
 finish train

@@ -9,7 +9,7 @@ namespace orrery::cli {
 namespace {
 bool numeric_looking(const std::string& s) {
   return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) != 0 ||
-                        ((s[0] == '-' || s[0] == '$') && s.size() > 1 && std::isdigit(static_cast<unsigned char>(s[1])) != 0));
+                        ((s[0] == '-' || s[0] == '+' || s[0] == '$') && s.size() > 1 && std::isdigit(static_cast<unsigned char>(s[1])) != 0));
 }
 
 // Display width in terminal cells: count UTF-8 lead bytes only.

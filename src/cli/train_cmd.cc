@@ -1,6 +1,7 @@
 // `orrery train`: memory, step time, throughput, MFU/HFU and a breakdown of one training plan
 // (docs/training.md). Every column of ../shared/validation/training.csv maps onto one flag.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "core/unit_parse.h"
 #include "io/atomic_file.h"
 #include "io/hf_config.h"
+#include "train/replay.h"
 #include "train/train.h"
 
 namespace orrery::cli {
@@ -43,6 +45,7 @@ struct TrainArgs {
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0;
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
+  std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
   bool activation_offload = false, optimizer_offload = false;
   std::vector<std::string> stragglers;
   std::vector<std::string> slow_links;
@@ -59,7 +62,22 @@ bool parse_yes_no(const std::string& v, const std::string& flag) {
   throw InputError(kCl.with_key(flag), fmt::format("expected yes or no, found '{}'", v));
 }
 
+model::ModelSpec resolve_model_as_given(Context& ctx, const TrainArgs& a);
+
+// The model with --tie-embeddings applied (an LM head shared with the token embedding, or its own).
 model::ModelSpec resolve_model(Context& ctx, const TrainArgs& a) {
+  model::ModelSpec m = resolve_model_as_given(ctx, a);
+  if (!a.tie_embeddings.empty()) {
+    const bool tied = parse_yes_no(a.tie_embeddings, "--tie-embeddings");
+    if (tied != m.tied_embeddings && m.is_dit()) {
+      throw InputError(kCl.with_key("--tie-embeddings"), "a DiT has no token embedding to tie");
+    }
+    m.tied_embeddings = tied;
+  }
+  return m;
+}
+
+model::ModelSpec resolve_model_as_given(Context& ctx, const TrainArgs& a) {
   const int given = (a.model.empty() ? 0 : 1) + (a.hf_config.empty() ? 0 : 1) + (a.arch.empty() ? 0 : 1);
   if (given != 1) {
     throw InputError(kCl.with_key("--model"),
@@ -290,34 +308,62 @@ Table memory_profile(const std::vector<tr::MemorySample>& t, Time step, int64_t 
   return out;
 }
 
-void run_train(Context& ctx, const TrainArgs& a) {
+// One `orrery train` run, simulated: what the report and --replay read.
+struct TrainRun {
+  model::ModelSpec model;
+  hw::GpuSpec gpu;
+  const hw::NodeSpec* node = nullptr;
+  tr::Plan plan;
+  tr::EvaluateOptions opt;
+  std::optional<net::Topology> topology;
+  compute::Calibration calibration;
+  tr::TrainResult r;
+};
+
+TrainRun simulate_train(Context& ctx, const TrainArgs& a) {
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
   if (a.gpus <= 0) throw InputError(kCl.with_key("--gpus"), "missing or not positive; e.g. --gpus 8");
   if (a.gbs <= 0) throw InputError(kCl.with_key("--gbs"), "missing or not positive: the global batch in sequences");
-  model::ModelSpec model = resolve_model(ctx, a);
-  const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
+  TrainRun run;
+  run.model = resolve_model(ctx, a);
+  const int64_t seq = apply_video(run.model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
   const hw::HwCatalog& hw = ctx.catalog().hw;
-  const hw::GpuSpec gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.kernels.power_limit);
-  const hw::NodeSpec* node = training_node(hw, gpu, a.node);
+  run.gpu = with_power_limit(hw.get_gpu(a.gpu, kCl.with_key("--gpu")), a.kernels.power_limit);
+  run.node = training_node(hw, run.gpu, a.node);
   const Bandwidth nic = parse_bandwidth_positive(a.nic_bandwidth, kCl.with_key("--nic-bandwidth"));
-  const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
+  const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(run.gpu, run.node, 8, nic);
   // Before make_plan, which divides --gpus by the degrees.
-  check_training_scale(model, seq, a.gbs, a.gpus, gpu, tr::parse_precision(a.precision, kCl.with_key("--precision")));
-  const tr::Plan plan = make_plan(a, seq);
-  tr::require_valid_plan(model, plan, a.gpus, gpu, kCl);
-  tr::EvaluateOptions opt;
-  if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, plan);
-  opt.step.stage_slowdown = parse_stragglers(a.stragglers, plan);
+  check_training_scale(run.model, seq, a.gbs, a.gpus, run.gpu, tr::parse_precision(a.precision, kCl.with_key("--precision")));
+  run.plan = make_plan(a, seq);
+  tr::require_valid_plan(run.model, run.plan, a.gpus, run.gpu, kCl);
+  tr::EvaluateOptions& opt = run.opt;
+  if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, run.plan);
+  opt.step.stage_slowdown = parse_stragglers(a.stragglers, run.plan);
   opt.step.share_links = parse_yes_no(a.link_sharing, "--link-sharing");
-  opt.slow_links = parse_slow_links(a.slow_links, plan);
-  const compute::ComputeModel cm(gpu, training_calibration(gpu, a.kernels));
+  opt.slow_links = parse_slow_links(a.slow_links, run.plan);
+  run.calibration = training_calibration(run.gpu, a.kernels);
+  const compute::ComputeModel cm(run.gpu, run.calibration);
   opt.memory_timeline = true;
-  const std::optional<net::Topology> topology = training_topology(a.fabric, gpu, node, a.gpus);
-  if (topology && !a.slow_links.empty()) {
+  run.topology = training_topology(a.fabric, run.gpu, run.node, a.gpus);
+  if (run.topology && !a.slow_links.empty()) {
     throw InputError(kCl.with_key("--slow-link"), "runs with --comm-model alpha-beta (with flow, edit the link in --topology)");
   }
-  if (topology) opt.topology = &*topology;
-  const tr::TrainResult r = tr::evaluate(model, plan, cluster, cm, opt);
+  if (run.topology) opt.topology = &*run.topology;
+  run.r = tr::evaluate(run.model, run.plan, cluster, cm, opt);
+  opt.topology = nullptr;  // points into `run`, which the caller receives by move
+  return run;
+}
+
+void run_train(Context& ctx, const TrainArgs& a) {
+  const TrainRun run = simulate_train(ctx, a);
+  const model::ModelSpec& model = run.model;
+  const hw::GpuSpec& gpu = run.gpu;
+  const hw::NodeSpec* node = run.node;
+  const tr::Plan& plan = run.plan;
+  const tr::EvaluateOptions& opt = run.opt;
+  const std::optional<net::Topology>& topology = run.topology;
+  const tr::TrainResult& r = run.r;
+  const compute::ComputeModel cm(gpu, run.calibration);
   if (!a.trace_out.empty()) {
     io::write_file_atomic(a.trace_out, chrome_trace(r, plan, opt.step.trace_stages, opt.memory));
   }
@@ -331,6 +377,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (ctx.global.json) {
     Json j = envelope("train");
     j["model"] = model.name;
+    j["tied_embeddings"] = model.tied_embeddings;
     j["gpu"] = gpu.name;
     j["power_limit_w"] = gpu.power().watts();
     j["attention_kernel"] = a.kernels.attention_kernel;
@@ -467,9 +514,10 @@ const hw::NodeSpec* training_node(const hw::HwCatalog& hw, const hw::GpuSpec& gp
   return node;
 }
 
-void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
-  auto a = std::make_shared<TrainArgs>();
-  CLI::App* c = app.add_subcommand("train", "memory, step time, MFU and breakdown of one training plan (docs/training.md)");
+namespace {
+
+// Every flag of one run (`orrery train`; --replay parses each row's flags with the same set).
+void add_train_options(CLI::App* c, TrainArgs* a) {
   c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a later flag overrides
   c->add_option("--model", a->model, "catalog model name or path to a config.json")->type_name("NAME");
   c->add_option("--hf-config", a->hf_config, "Hugging Face config.json")->type_name("FILE");
@@ -480,6 +528,8 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   c->add_option("--kv-heads", a->kv_heads, "key/value heads (--arch; default = heads)");
   c->add_option("--ffn", a->ffn, "MLP intermediate size (--arch; default 4 x hidden)");
   c->add_option("--vocab", a->vocab, "vocabulary size (--arch)");
+  c->add_option("--tie-embeddings", a->tie_embeddings,
+                "LM head shares the token embedding: yes | no (default: the model's; --arch gpt ties, llama does not)");
   c->add_option("--seq", a->seq, "sequence length")->capture_default_str();
   c->add_option("--gpu", a->gpu, "catalog GPU, e.g. h100-sxm")->type_name("NAME");
   c->add_option("--gpus", a->gpus, "GPU count");
@@ -536,9 +586,163 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
   add_video_options(c, a->video);
   c->add_option("--trace-out", a->trace_out, "write a Chrome/Perfetto trace of one step")->type_name("FILE");
   c->add_option("--trace-ranks", a->trace_ranks, "ranks to trace, comma-separated (default 0)")->type_name("LIST");
-  actions.emplace_back(c, [a, c](Context& ctx) {
-    a->seq_given = c->count("--seq") > 0;
-    run_train(ctx, *a);
+}
+
+// --replay FILE: every row of a results table (the columns of training.csv) run with the flags that
+// replay it (train/replay.h), its metric as the source defines it beside the measured value.
+void run_replay(Context& ctx, const std::string& path, const std::string& rows, bool commands) {
+  const std::vector<tr::MeasuredRun> all = tr::read_measured_runs(path);
+  std::vector<const tr::MeasuredRun*> runs;
+  if (rows.empty()) {
+    for (const tr::MeasuredRun& r : all) runs.push_back(&r);
+  } else {
+    std::vector<std::string> ids;
+    for (const tr::MeasuredRun& r : all) ids.push_back(r.id);
+    std::stringstream ss(rows);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      const std::string id(trim(item));
+      const auto it = std::find_if(all.begin(), all.end(), [&](const tr::MeasuredRun& r) { return r.id == id; });
+      if (it == all.end()) {
+        throw InputError(kCl.with_key("--rows"), fmt::format("no row '{}' in {}", id, path), suggest(id, ids));
+      }
+      runs.push_back(&*it);
+    }
+  }
+  struct Out {
+    const tr::MeasuredRun* run;
+    double predicted, error, step_s;
+    bool memory;
+    std::array<Time, tr::kNumTimeCategories> breakdown;
+  };
+  std::vector<Out> outs;
+  for (const tr::MeasuredRun* m : runs) {
+    // The row's flags through the same parser and simulation as a command line.
+    TrainArgs a;
+    CLI::App parser("replay");
+    add_train_options(&parser, &a);
+    std::vector<std::string> argv;
+    for (const auto& [flag, value] : tr::replay_flags(*m)) {
+      argv.push_back(flag);
+      argv.push_back(value);
+    }
+    std::reverse(argv.begin(), argv.end());  // CLI11 takes a vector in reverse order
+    TrainRun run;
+    try {
+      parser.parse(argv);
+      a.seq_given = true;
+      run = simulate_train(ctx, a);
+    } catch (const InputError& e) {
+      throw InputError(Where{m->file, m->line, e.where().key}, fmt::format("row {}: {}", m->id, e.message()), e.hint());
+    } catch (const CLI::ParseError& e) {
+      throw InputError(Where{m->file, m->line, "id"}, fmt::format("row {}: {}", m->id, e.what()));
+    }
+    Out o{m, tr::measured_metric(*m, run.model, run.plan, run.r), 0.0, run.r.step.step_time.to_seconds(),
+          m->metric.rfind("peak_memory", 0) == 0, run.r.step.breakdown};
+    o.error = (o.predicted - m->value) / m->value;
+    outs.push_back(o);
+  }
+  // Per GPU id of the table, over the scored rows: median and worst |error| of throughput and of memory.
+  struct Summary {
+    std::string gpu, kind;
+    std::vector<double> errors;
+  };
+  std::vector<Summary> sums;
+  for (const Out& o : outs) {
+    if (!o.run->scored()) continue;
+    const std::string kind = o.memory ? "memory" : "throughput";
+    auto it = std::find_if(sums.begin(), sums.end(), [&](const Summary& x) { return x.gpu == o.run->gpu && x.kind == kind; });
+    if (it == sums.end()) {
+      sums.push_back({o.run->gpu, kind, {}});
+      it = sums.end() - 1;
+    }
+    it->errors.push_back(std::fabs(o.error));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  if (ctx.global.json) {
+    Json j = envelope("train");
+    j["replay"] = path;
+    Json rs = Json::array();
+    for (const Out& o : outs) {
+      rs.push_back(Json{{"id", o.run->id},
+                        {"line", o.run->line},
+                        {"source", o.run->source},
+                        {"gpu", o.run->gpu},
+                        {"metric", o.run->metric},
+                        {"measured", o.run->value},
+                        {"predicted", o.predicted},
+                        {"error", o.error},
+                        {"scored", o.run->scored()},
+                        {"step_time_s", o.step_s},
+                        {"time", time_json(o.breakdown)},
+                        {"command", tr::replay_command(*o.run)}});
+    }
+    j["rows"] = rs;
+    Json ss = Json::array();
+    for (const Summary& x : sums) {
+      ss.push_back(Json{{"gpu", x.gpu},
+                        {"kind", x.kind},
+                        {"rows", x.errors.size()},
+                        {"median_abs_error", median(x.errors)},
+                        {"worst_abs_error", *std::max_element(x.errors.begin(), x.errors.end())}});
+    }
+    j["summary"] = ss;
+    ctx.out << io::dump_json(j);
+    return;
+  }
+  Table t({"id", "metric", "measured", "predicted", "error", "step (s)", "note"},
+          fmt::format("{}: {} rows replayed (predicted by orrery train with each row's flags)", path, outs.size()));
+  for (const Out& o : outs) {
+    t.add_row({o.run->id, o.run->metric, fmt::format("{:.4g}", o.run->value), fmt::format("{:.4g}", o.predicted),
+               fmt::format("{:+.1f}%", 100.0 * o.error), fmt::format("{:.4g}", o.step_s),
+               o.run->scored() ? "" : "not scored: seq not stated"});
+  }
+  ctx.out << t.render() << "\n";
+  Table s({"gpu", "kind", "rows", "median |error|", "worst |error|"}, "summary over the scored rows");
+  for (const Summary& x : sums) {
+    s.add_row({x.gpu, x.kind, fmt::format("{}", x.errors.size()), fmt::format("{:.1f}%", 100.0 * median(x.errors)),
+               fmt::format("{:.1f}%", 100.0 * *std::max_element(x.errors.begin(), x.errors.end()))});
+  }
+  ctx.out << s.render();
+  if (commands) {
+    ctx.out << "\ncommand lines (each reproduces its row's prediction)\n";
+    for (const Out& o : outs) ctx.out << o.run->id << ": " << tr::replay_command(*o.run) << "\n";
+  }
+}
+
+}  // namespace
+
+void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Action>>& actions) {
+  auto a = std::make_shared<TrainArgs>();
+  auto replay = std::make_shared<std::pair<std::string, std::string>>();  // --replay FILE, --rows LIST
+  auto commands = std::make_shared<bool>(false);
+  CLI::App* c = app.add_subcommand("train", "memory, step time, MFU and breakdown of one training plan (docs/training.md)");
+  add_train_options(c, a.get());
+  c->add_option("--replay", replay->first,
+                "replay every row of a results table in the columns of training.csv: measured vs predicted "
+                "(docs/training.md, \"Replaying measured runs\"); no other run flags")
+      ->type_name("FILE");
+  c->add_option("--rows", replay->second, "--replay: only these row ids, comma-separated")->type_name("LIST");
+  c->add_flag("--commands", *commands, "--replay: print each row's orrery train command line");
+  actions.emplace_back(c, [a, c, replay, commands](Context& ctx) {
+    if (replay->first.empty()) {
+      if (!replay->second.empty()) throw InputError(kCl.with_key("--rows"), "needs --replay FILE");
+      if (*commands) throw InputError(kCl.with_key("--commands"), "needs --replay FILE");
+      a->seq_given = c->count("--seq") > 0;
+      run_train(ctx, *a);
+      return;
+    }
+    for (const CLI::Option* o : c->get_options()) {
+      const std::string name = o->get_name();
+      if (o->count() > 0 && name != "--replay" && name != "--rows" && name != "--commands") {
+        throw InputError(kCl.with_key(name), "--replay runs each row with its own flags; leave this flag out");
+      }
+    }
+    run_replay(ctx, replay->first, replay->second, *commands);
   });
 }
 

@@ -1,257 +1,101 @@
-// Replays every row of $ORRERY_SHARED_DIR/validation/training.csv through the training simulator and
-// compares the prediction with the measured value (issue 6 targets: median |error| <= 5% and worst
-// <= 12% on step time / TFLOP/s / tokens/s; peak memory within 5%).
+// Replays every row of $ORRERY_SHARED_DIR/validation/training.csv through `orrery train --replay`
+// (the same code path as the command line) and compares the prediction with the measured value (issue 6
+// targets: median |error| <= 5% and worst <= 12% on step time / TFLOP/s / tokens/s; peak memory within 5%).
 //
-// Rules for cells the sources leave empty (stated once, applied to every row alike):
-//   mbs empty -> 1; vp empty -> 1 (no interleaving); recompute empty -> none (Megatron-Core's default);
-//   sp empty -> yes when tp > 1 (Megatron-Core's recommended setting with TP); dp_sharding empty -> none;
-//   seq empty -> 4096 (Llama-2's context length; J rows).
-//   FlashAttention: off for the Megatron-LM SC'21 and Korthikanti (2021-22) rows, which predate it, on
-//   for the others (Megatron-Core r0.8, torchtitan 2024).
-//   TP communication overlap: on for the E rows (their source states DP/TP/PP overlap), off elsewhere.
-//   Recompute "selective" of the torchtitan rows: torchtitan's op-level SAC (selective-op).
-//   Software stack of the torchtitan rows (PyTorch nightly of December 2024): attention through
-//   PyTorch SDPA, whose default flash backend is FlashAttention-2 (cuDNN attention was made opt-in
-//   after PyTorch 2.5, pytorch/pytorch#138522; on an H100 the two measure 329 and 631 TFLOP/s in
-//   pytorch/pytorch#142132); elementwise kernels eager (not torch.compile) where the row's notes say
-//   "eager". Megatron-Core (E rows) runs Transformer Engine: cuDNN attention, fused elementwise
-//   kernels, the defaults.
-//   Gradient bytes: 4 (fp32 main gradients in Megatron-LM and in FSDP2 with fp32 reduce).
-//   Embedding tying: tied or untied, whichever parameter count is nearer params_b (the E rows untie).
-// Metric definitions (as the sources define them):
-//   A rows: TFLOP/s = 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) / (step time * GPUs) (counts full recompute).
-//   E rows: Megatron-Core's num_floating_point_operations: 12 B s L h^2 (1 + g/a + s/h + ffn/h +
-//           V/(2 L h)) (no recompute, non-causal attention) / (step time * GPUs).
-//   G1b: torchtitan's memory figure is the caching allocator's peak reservation: tensors + allocator.
-//   J rows: Megatron's measured peak (torch max allocated, decimal GB): tensors only.
+// The rules for cells the sources leave empty, the software stack per source, embedding tying, the GPU id
+// mapping and each metric's definition are train/replay.h's (docs/training.md, "Replaying measured
+// runs"); every row's command line is printed with --commands.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "compute/compute_model.h"
-#include "hw/hw_catalog.h"
-#include "train/train.h"
+#include "cli/app.h"
+#include "io/json_util.h"
+#include "shared_dir.h"
 
 namespace orrery::train {
 namespace {
 
-// training.csv gpu ids -> catalog names (catalog/gpus.yaml), with the node type (catalog/nodes.yaml)
-// or, where the catalog has none, the per-GPU network bandwidth the source states.
-struct GpuMapping {
-  const char* csv_id;
-  const char* catalog;
-  double nic_gbps;  // per GPU
-};
-constexpr GpuMapping kGpuMap[] = {
-    {"a100-80g", "a100-sxm-80gb", 200},          // Selene: 8 x 200 Gb/s HDR per 8-GPU node
-    {"h100-sxm", "h100-sxm", 400},               // DGX H100: 8 x 400 Gb/s NDR
-    {"h100-sxm-96g-500w", "h100-sxm-96gb", 400},  // Grand Teton: 400 Gb/s RDMA per GPU
-    {"h800", "h800", 400},                        // assumption: 400 Gb/s per GPU (not stated by the PR)
-};
-
-// GPU specs written from the datasheets, the same figures as catalog/gpus.yaml (the validation test links
-// no YAML reader; the catalog test checks the file itself).
-hw::GpuSpec gpu_spec(const std::string& name) {
-  hw::GpuSpec g;
-  g.name = name;
-  g.architecture = name.rfind("a100", 0) == 0 ? "ampere" : "hopper";
-  auto set = [&g](hw::DType d, double tflops) { g.peak_flops[static_cast<size_t>(d)] = FlopRate(tflops * 1e12); };
-  if (name == "a100-sxm-80gb") {
-    g.memory = Bytes::MiB(81920);
-    g.memory_bandwidth = Bandwidth(2039e9);
-    set(hw::DType::kBf16, 312);
-    set(hw::DType::kFp16, 312);
-    g.scaleup = hw::ScaleupLink{"NVLink 3", 12, Bandwidth(300e9)};
-    g.pcie = hw::PcieLink{4, 16, Bandwidth(32e9)};
-  } else {
-    g.memory = name == "h100-sxm-96gb" ? Bytes::GiB(96) : Bytes::MiB(81559);
-    g.memory_bandwidth = Bandwidth(name == "h100-sxm-96gb" ? 2.4e12 : 3.35e12);
-    set(hw::DType::kBf16, 989.4);
-    set(hw::DType::kFp16, 989.4);
-    set(hw::DType::kFp8, 1978.9);
-    g.scaleup = hw::ScaleupLink{"NVLink 4", 18, Bandwidth(name == "h800" ? 200e9 : 450e9)};
-    g.pcie = hw::PcieLink{5, 16, Bandwidth(64e9)};
-    g.tdp = Power(700.0);
-    // Grand Teton's default 500 W limit on the 700 W part (torchtitan's benchmark page).
-    if (name == "h100-sxm-96gb") g.power_limit = Power(500.0);
-  }
-  return g;
+// `orrery --json train --replay path`'s document; an empty object (and a test failure) when it fails.
+io::Json replay(const std::string& path) {
+  const char* argv[] = {"orrery", "--json", "--quiet", "train", "--replay", path.c_str()};
+  std::ostringstream out, errs;
+  const int rc = cli::run_app(6, argv, out, errs);
+  EXPECT_EQ(rc, 0) << errs.str();
+  return rc == 0 ? io::parse_json(out.str(), "replay output") : io::Json::object();
 }
 
-std::vector<std::string> split(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string cell;
-  while (std::getline(ss, cell, ',')) out.push_back(cell);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
 }
 
-struct Row {
-  std::map<std::string, std::string> cells;
-  const std::string& operator[](const std::string& k) const { return cells.at(k); }
-  int64_t i(const std::string& k, int64_t dflt) const {
-    const std::string& v = cells.at(k);
-    return v.empty() ? dflt : std::stoll(v);
-  }
-};
+// Where the simulated step goes, beside the measured step the row implies (a throughput is inversely
+// proportional to the step): the analysis tables of docs/training.md come from here.
+std::string step_line(const io::Json& r) {
+  const std::string metric = r.at("metric").get<std::string>();
+  const double measured = r.at("measured").get<double>(), predicted = r.at("predicted").get<double>();
+  const double t = r.at("step_time_s").get<double>();
+  const io::Json& time = r.at("time");
+  auto part = [&](const char* k) { return time.at(k).get<double>(); };
+  const double measured_step = metric == "step_time_s" ? measured : t * predicted / measured;
+  const double compute = part("compute") + part("recompute");
+  return fmt::format("{:<5} {:>10.3f} {:>10.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>10.2f}",
+                     r.at("id").get<std::string>(), measured_step, t, compute, part("dp"), part("tp"), part("bubble"),
+                     measured_step / compute);
+}
+
+void print_steps(const std::vector<std::string>& steps) {
+  fmt::print("\nwhere the simulated step goes (s; exposed time per category, summed over the step)\n");
+  fmt::print("{:<5} {:>10} {:>10} {:>9} {:>7} {:>7} {:>7} {:>10}\n", "id", "measured", "simulated", "compute", "dp",
+             "tp", "bubble", "meas/comp");
+  for (const std::string& line : steps) fmt::print("{}\n", line);
+}
 
 TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
-  const char* shared = std::getenv("ORRERY_SHARED_DIR");
-  if (shared == nullptr) GTEST_SKIP() << "ORRERY_SHARED_DIR is not set";
-  std::ifstream in(std::string(shared) + "/validation/training.csv");
-  if (!in) GTEST_SKIP() << "no " << shared << "/validation/training.csv";
-  std::vector<std::string> header;
-  std::vector<Row> rows;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    const auto cells = split(line);
-    if (header.empty()) {
-      header = cells;
-      continue;
-    }
-    Row r;
-    for (size_t k = 0; k < header.size(); ++k) r.cells[header[k]] = k < cells.size() ? cells[k] : "";
-    rows.push_back(r);
-  }
-  ASSERT_FALSE(rows.empty());
+  const auto csv = validation::shared_path("validation/training.csv");
+  if (!csv) GTEST_SKIP() << "no validation/training.csv (set ORRERY_SHARED_DIR)";
+  const io::Json doc = replay(csv->string());
+  ASSERT_TRUE(doc.contains("rows"));
+  const io::Json& rows = doc.at("rows");
+  ASSERT_EQ(rows.size(), 31u) << "training.csv changed: 31 rows expected (A1-A10, C1f-C4s, E1-E9, G1a, G1b, J1, J2)";
 
   std::vector<double> perf_err;
   std::vector<double> perf_err_hopper;  // H100/H800 rows: reported, target not yet met (see below)
   std::vector<std::string> steps;  // per throughput row: where the simulated step goes
   std::vector<double> mem_err;
   fmt::print("{:<5} {:<22} {:>10} {:>10} {:>8}\n", "id", "metric", "measured", "predicted", "error");
-  for (const Row& r : rows) {
-    const GpuMapping* map = nullptr;
-    for (const auto& m : kGpuMap) {
-      if (r["gpu"] == m.csv_id) map = &m;
-    }
-    ASSERT_NE(map, nullptr) << "unmapped gpu " << r["gpu"];
-    const hw::GpuSpec gpu = gpu_spec(map->catalog);
-    model::GenericArch g;
-    g.layers = r.i("layers", 0);
-    g.hidden = r.i("hidden", 0);
-    g.heads = r.i("heads", 0);
-    g.kv_heads = r.i("kv_heads", g.heads);
-    g.ffn = r.i("ffn", 0);
-    g.vocab = r.i("vocab", 0);
-    g.seq = r.i("seq", 4096);
-    model::ModelSpec model = r["arch"] == "gpt" ? model::ModelSpec::gpt(g) : model::ModelSpec::llama(g);
-    // Embedding tying: the choice whose parameter count is nearer the row's params_b (Megatron-Core's
-    // E rows untie: E1's 1.7 B is 1.49 B tied + the 0.27 B LM head).
-    {
-      model::ModelSpec other = model;
-      other.tied_embeddings = !model.tied_embeddings;
-      const double pb = std::stod(r["params_b"]) * 1e9;
-      if (std::fabs(static_cast<double>(other.total_params()) - pb) < std::fabs(static_cast<double>(model.total_params()) - pb)) {
-        model = other;
-      }
-    }
-    Plan p;
-    p.tp = r.i("tp", 1);
-    p.pp = r.i("pp", 1);
-    p.dp = r.i("dp", 1);
-    p.cp = r.i("cp", 1);
-    p.ep = r.i("ep", 1);
-    p.vp = r.i("vp", 1);
-    p.schedule = p.vp > 1 ? Schedule::kInterleaved : Schedule::kOneFOneB;
-    p.mbs = r.i("mbs", 1);
-    p.gbs = r.i("gbs", 1);
-    p.seq = g.seq;
-    p.sp = r["sp"].empty() ? p.tp > 1 : r["sp"] == "yes";
-    p.recompute = r["recompute"].empty() ? Recompute::kNone : parse_recompute(r["recompute"], {});
-    // torchtitan's "selective" is its op-level policy (selective_ac_option = 'op' in its Llama 3
-    // configs): every other matmul output saved, the rest of each block recomputed.
-    if (r["source"] == "torchtitan-2412" && p.recompute == Recompute::kSelective) p.recompute = Recompute::kSelectiveOp;
-    p.precision = parse_precision(r["precision"], {});
-    p.sharding = r["dp_sharding"].empty() ? Sharding::kNone : parse_sharding(r["dp_sharding"], {});
-    const std::string src = r["source"];
-    p.flash_attention = !(src == "megatron-sc21-t1" || src == "korthikanti-t5");
-    // The E rows' source states DP/TP/PP communication overlap enabled.
-    p.tp_comm_overlap = src == "megatron-core-r0.8";
-    p.eager = r["notes"].find("eager") != std::string::npos;
-    const compute::AttentionKernel kernel =
-        src == "torchtitan-2412" ? compute::AttentionKernel::kFlashAttention2 : compute::AttentionKernel::kDefault;
-    const int64_t gpus = r.i("gpus", 1);
-    const auto errors = validate_plan(model, p, gpus, gpu);
-    ASSERT_TRUE(errors.empty()) << r["id"] << ": " << errors.front().message;
-
-    ClusterSpec cluster = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(map->nic_gbps * 1e9 / 8.0));
-    const compute::ComputeModel cm(
-        gpu, compute::with_attention_kernel(compute::default_calibration(gpu), gpu, kernel, Where{"training.csv", 0, r["id"]}));
-    const TrainResult res = evaluate(model, p, cluster, cm);
-    const std::string metric = r["metric"];
-    const double measured = std::stod(r["value"]);
-    const double t = res.step.step_time.to_seconds();
-    const double B = static_cast<double>(p.gbs), s = static_cast<double>(p.seq), L = static_cast<double>(g.layers),
-                 h = static_cast<double>(g.hidden), V = static_cast<double>(g.vocab);
-    double predicted = 0.0;
-    bool memory = false;
-    if (metric == "tflops_per_gpu" && r["id"][0] == 'A') {
-      const double f = 96.0 * B * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
-      predicted = f / (t * static_cast<double>(gpus)) * 1e-12;
-    } else if (metric == "tflops_per_gpu") {
-      const double f = 12.0 * B * s * L * h * h *
-                       (1.0 + static_cast<double>(g.kv_heads) / static_cast<double>(g.heads) + s / h +
-                        static_cast<double>(g.ffn) / h + V / (2.0 * L * h));
-      predicted = f / (t * static_cast<double>(gpus)) * 1e-12;
-    } else if (metric == "step_time_s") {
-      predicted = t;
-    } else if (metric == "tokens_per_s_per_gpu") {
-      predicted = res.tokens_per_s_per_gpu;
-    } else if (metric == "peak_memory_gib") {
-      const MemoryBreakdown& m = res.memory.stages[static_cast<size_t>(res.memory.peak_stage)].memory;
-      predicted = (m.tensors() + m.allocator).to_gib();
-      memory = true;
-    } else if (metric == "peak_memory_gb") {
-      predicted = res.memory.stages[static_cast<size_t>(res.memory.peak_stage)].memory.tensors().to_gb();
-      memory = true;
-    } else {
-      FAIL() << "unknown metric " << metric;
-    }
-    const double err = (predicted - measured) / measured;
+  for (const io::Json& r : rows) {
+    const std::string id = r.at("id").get<std::string>();
+    const std::string metric = r.at("metric").get<std::string>();
+    const double measured = r.at("measured").get<double>();
+    const double predicted = r.at("predicted").get<double>();
+    const double err = r.at("error").get<double>();
+    ASSERT_NEAR(err, (predicted - measured) / measured, 1e-12) << id;
+    const bool memory = metric.rfind("peak_memory", 0) == 0;
     // A row whose sequence length the source does not state (J rows: seq and recompute unknown) is
     // printed but not scored: activations scale with seq, so the prediction cannot be checked.
-    const bool unknowable = r["seq"].empty();
-    const bool ampere = map->catalog[0] == 'a';
-    if (!unknowable) {
+    const bool scored = r.at("scored").get<bool>();
+    const bool ampere = r.at("gpu").get<std::string>().rfind("a100", 0) == 0;
+    if (scored) {
       if (memory) {
         mem_err.push_back(std::fabs(err));
       } else {
         (ampere ? perf_err : perf_err_hopper).push_back(std::fabs(err));
       }
     }
-    fmt::print("{:<5} {:<22} {:>10.4g} {:>10.4g} {:>+7.1f}%{}\n", r["id"], metric, measured, predicted, 100.0 * err,
-               unknowable ? "  (not scored: seq and recompute not stated; seq 4096 assumed)" : "");
-    if (!memory) {
-      // Where the simulated step goes, beside the measured step the row implies (a throughput is
-      // inversely proportional to the step): the analysis tables of docs/training.md come from here.
-      const auto part = [&](TimeCategory c) { return res.step.breakdown[static_cast<size_t>(c)].to_seconds(); };
-      const double measured_step = metric == "step_time_s" ? measured : t * predicted / measured;
-      const double compute = part(TimeCategory::kCompute) + part(TimeCategory::kRecompute);
-      steps.push_back(fmt::format("{:<5} {:>10.3f} {:>10.3f} {:>9.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>10.2f}", r["id"],
-                                  measured_step, t, compute, part(TimeCategory::kDp), part(TimeCategory::kTp),
-                                  part(TimeCategory::kBubble), measured_step / compute));
-    }
+    fmt::print("{:<5} {:<22} {:>10.4g} {:>10.4g} {:>+7.1f}%{}\n", id, metric, measured, predicted, 100.0 * err,
+               scored ? "" : "  (not scored: seq and recompute not stated; seq 4096 assumed)");
+    if (!memory) steps.push_back(step_line(r));
   }
-  fmt::print("\nwhere the simulated step goes (s; exposed time per category, summed over the step)\n");
-  fmt::print("{:<5} {:>10} {:>10} {:>9} {:>7} {:>7} {:>7} {:>10}\n", "id", "measured", "simulated", "compute", "dp",
-             "tp", "bubble", "meas/comp");
-  for (const std::string& step_line : steps) fmt::print("{}\n", step_line);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-  };
+  print_steps(steps);
   auto worst = [](const std::vector<double>& v) { return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()); };
   const double perf_median = median(perf_err);
   const double perf_worst = worst(perf_err);
@@ -280,6 +124,37 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
   EXPECT_LE(hop_median, 0.085);
   EXPECT_LE(hop_worst, 0.21);
   EXPECT_LE(mem_worst, 0.14);
+}
+
+// Held out: NVIDIA's published NeMo BF16 steps on DGX H100 (data/published/nemo_h100_bf16.csv, cited
+// there), replayed like training.csv. Never used to fit anything. The issue's targets (median 5%, worst
+// 12%) are printed against; the bounds below stop the error from growing past where it stands.
+TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
+  const char* src = std::getenv("ORRERY_SOURCE_DIR");
+  const std::string path = std::string(src != nullptr ? src : ".") + "/data/published/nemo_h100_bf16.csv";
+  const io::Json doc = replay(path);
+  ASSERT_TRUE(doc.contains("rows"));
+  const io::Json& rows = doc.at("rows");
+  ASSERT_EQ(rows.size(), 6u);
+  std::vector<double> errors;
+  std::vector<std::string> steps;
+  fmt::print("{:<5} {:<22} {:>10} {:>10} {:>8}\n", "id", "metric", "measured", "predicted", "error");
+  for (const io::Json& r : rows) {
+    const double err = r.at("error").get<double>();
+    errors.push_back(std::fabs(err));
+    steps.push_back(step_line(r));
+    fmt::print("{:<5} {:<22} {:>10.4g} {:>10.4g} {:>+7.1f}%\n", r.at("id").get<std::string>(),
+               r.at("metric").get<std::string>(), r.at("measured").get<double>(), r.at("predicted").get<double>(),
+               100.0 * err);
+  }
+  print_steps(steps);
+  const double med = median(errors), worst = *std::max_element(errors.begin(), errors.end());
+  fmt::print("NeMo H100 BF16 rows (held out): {} | median |error| {:.1f}% | worst {:.1f}% (issue 6 targets 5% / 12%{})\n",
+             errors.size(), 100 * med, 100 * worst, med <= 0.05 && worst <= 0.12 ? ": met" : ", NOT MET");
+  // Where it stands (2026-11-26, TP overlap as free as the GEMMs allow): median 8.8%, worst 16.6% (N6),
+  // every row fast; docs/training.md, "Held-out check".
+  EXPECT_LE(med, 0.09);
+  EXPECT_LE(worst, 0.17);
 }
 
 }  // namespace

@@ -1,0 +1,93 @@
+// Replaying measured training runs: a results table in the columns of ../shared/validation/training.csv
+// read into runs, each mapped onto the `orrery train` flags that replay it (docs/training.md, "Replaying
+// measured runs"). The validation test (tests/validation/train_validation_test.cc) and `orrery train
+// --replay FILE` share these rules, so a row's prediction and its printed command line agree.
+//
+// Rules for what a source leaves unstated, applied to every row alike:
+//   mbs empty -> 1; vp empty -> 1 (no interleaving; schedule 1f1b, interleaved when vp > 1);
+//   recompute empty -> none (Megatron-Core's default); sp empty -> yes when tp > 1 (Megatron-Core's
+//   recommended setting with TP); dp_sharding empty -> none; seq empty -> 4096 (Llama-2's context; such a
+//   row is printed but not scored: activations and step time scale with it).
+// Software stack per source (the sources' own descriptions; docs/training.md, "Validation"):
+//   megatron-sc21-t1, korthikanti-t5 (2021-22): no fused attention (they predate FlashAttention).
+//   megatron-core-r0.8: TP communication overlap (the source states DP/TP/PP overlap); nemo-dgxc-*
+//   (data/published/nemo_h100_bf16.csv) too (NeMo's published configurations set ub_tp_comm_overlap).
+//   torchtitan-2412: attention through PyTorch SDPA's FlashAttention-2 (--attention-kernel fa2), and
+//   "selective" recompute is torchtitan's op-level policy (selective-op).
+//   notes containing "eager": unfused PyTorch elementwise kernels (--fusion eager).
+//   Embedding tying: tied or untied, whichever parameter count is nearer params_b.
+//   Gradient bytes: 4 (fp32 main gradients: Megatron-LM, FSDP2 with fp32 reduce) -- the CLI default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/model_spec.h"
+#include "train/train.h"
+
+namespace orrery::train {
+
+// One measured run: a data row of the table, cells as written ("" = not stated by the source).
+struct MeasuredRun {
+  std::string file;
+  int64_t line = 0;  // 1-based line of the row in `file`
+  std::string id, source, arch, gpu, sp, recompute, precision, dp_sharding, metric, notes;
+  double params_b = 0.0;  // billions, as the source states the model size
+  int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
+  int64_t seq = 0;  // 0: not stated
+  int64_t gpus = 0, tp = 1, pp = 1, dp = 1, cp = 1, ep = 1;
+  int64_t vp = 0, mbs = 0;  // 0: not stated
+  int64_t gbs = 0;
+  double value = 0.0;  // the measured figure, in the metric's unit
+  // Whether the row can be checked: its sequence length is stated.
+  bool scored() const { return seq > 0; }
+};
+
+// The columns a table must have (any order; extra columns are ignored).
+const std::vector<std::string>& measured_run_columns();
+// The metrics a row may report (the sources' definitions: docs/training.md, "Validation").
+const std::vector<std::string>& measured_run_metrics();
+
+// Reads a results table: '#' lines are comments, the first other line is the header, then one run per
+// line. Throws InputError naming the file, the line and the column, with what was expected (and the
+// nearest valid name for an unknown column value), for: a missing file, a missing column, a row with the
+// wrong number of cells, a number that does not parse or is out of range, an unknown arch, metric, sp,
+// recompute, precision or dp_sharding, a duplicate id, and a table without rows.
+std::vector<MeasuredRun> read_measured_runs(const std::string& path);
+
+// training.csv's GPU ids (the sources' hardware) and the catalog GPU each maps to, with the per-GPU
+// network bandwidth the source states (used where the catalog has no node with that GPU).
+struct MeasuredGpu {
+  const char* id;
+  const char* catalog;
+  double nic_gbps;  // Gb/s per GPU
+};
+const std::vector<MeasuredGpu>& measured_gpus();
+// The mapping of a row's gpu id; InputError naming the row's line and the column, with the nearest id.
+const MeasuredGpu& measured_gpu(const MeasuredRun& r);
+
+// The model the row describes: ModelSpec::gpt or ::llama of its sizes (seq 4096 when not stated), with
+// the embedding tying whose parameter count is nearer params_b.
+model::ModelSpec measured_model(const MeasuredRun& r);
+
+// The run as `orrery train` flags, in a fixed order: (flag, value) pairs, e.g. {"--tp", "8"}. Every
+// column maps onto a flag (params_b onto --tie-embeddings, gpu onto --gpu and --nic-bandwidth, source and
+// notes onto --attention-kernel, --flash-attention, --tp-comm-overlap and --fusion).
+std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun& r);
+// "orrery train --arch gpt --layers 24 ..." (shell-safe: values with spaces are quoted).
+std::string replay_command(const MeasuredRun& r);
+
+// The row's metric from a simulated step, as its source defines it:
+//   tflops_per_gpu, megatron-sc21-t1 (A rows): 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) / (step x GPUs)
+//     (counts full recompute; Narayanan et al. 2021, eq. 3);
+//   tflops_per_gpu, any other source: Megatron-Core's num_floating_point_operations,
+//     12 B s L h^2 (1 + g/a + s/h + f'/h + V/(2 L h)) / (step x GPUs) (no recompute, non-causal attention;
+//     f' = 3/2 f for a gated MLP);
+//   step_time_s; tokens_per_s_per_gpu;
+//   peak_memory_gib: the peak stage's tensors plus the allocator's reservation (torchtitan's figure);
+//   peak_memory_gb: the peak stage's tensors in decimal GB (torch's max allocated).
+double measured_metric(const MeasuredRun& r, const model::ModelSpec& model, const Plan& plan, const TrainResult& result);
+
+}  // namespace orrery::train

@@ -1,0 +1,181 @@
+#include "train/replay.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "core/error.h"
+
+namespace orrery::train {
+namespace {
+
+const char* kHeader =
+    "id,source,arch,params_b,layers,hidden,heads,kv_heads,ffn,vocab,seq,gpu,gpus,tp,pp,dp,cp,ep,vp,mbs,gbs,sp,"
+    "recompute,precision,dp_sharding,metric,value,notes\n";
+
+// A Megatron-Core-like GPT row (E1's shape) and a torchtitan-like Llama row (G1's), in training.csv's columns.
+const char* kGptRow =
+    "X1,megatron-core-r0.8,gpt,1.7,24,2048,16,16,8192,131072,4096,h100-sxm,48,1,1,48,1,1,,,192,,,bf16,distopt,"
+    "tflops_per_gpu,408.8,MFU 41%\n";
+const char* kLlamaRow =
+    "X2,torchtitan-2412,llama,8.03,32,4096,32,8,14336,128256,8192,h100-sxm-96g-500w,8,1,1,8,1,1,1,2,16,no,selective,"
+    "bf16,fsdp,tokens_per_s_per_gpu,5762,eager\n";
+
+std::string write(const std::string& name, const std::string& text) {
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("orrery_replay_test_" + name + ".csv");
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// The error a table raises: "file:line: key" and the message.
+std::string error_of(const std::string& text) {
+  const std::string path = write("err", text);
+  try {
+    read_measured_runs(path);
+  } catch (const InputError& e) {
+    const Where& w = e.where();
+    return "line " + std::to_string(w.line) + " [" + w.key + "] " + e.message() + (e.hint().empty() ? "" : " | " + e.hint());
+  }
+  return "no error";
+}
+
+std::map<std::string, std::string> flags(const MeasuredRun& r) {
+  std::map<std::string, std::string> m;
+  for (const auto& [k, v] : replay_flags(r)) m[k] = v;
+  return m;
+}
+
+TEST(Replay, ReadsRowsAndFillsWhatTheSourceLeavesUnstated) {
+  const std::string path = write("ok", std::string("# comment\n") + kHeader + kGptRow + kLlamaRow);
+  const auto runs = read_measured_runs(path);
+  ASSERT_EQ(runs.size(), 2u);
+  const MeasuredRun& e = runs[0];
+  EXPECT_EQ(e.id, "X1");
+  EXPECT_EQ(e.line, 3);  // after the comment and the header
+  EXPECT_EQ(e.gpus, 48);
+  EXPECT_EQ(e.vp, 0);   // not stated
+  EXPECT_EQ(e.mbs, 0);  // not stated
+  EXPECT_DOUBLE_EQ(e.value, 408.8);
+  EXPECT_TRUE(e.scored());
+  const auto f = flags(e);
+  EXPECT_EQ(f.at("--mbs"), "1");          // mbs empty -> 1
+  EXPECT_EQ(f.at("--vp"), "1");           // vp empty -> 1
+  EXPECT_EQ(f.at("--schedule"), "1f1b");  // no interleaving
+  EXPECT_EQ(f.at("--sp"), "no");          // sp empty, tp 1 -> no
+  EXPECT_EQ(f.at("--recompute"), "none");
+  EXPECT_EQ(f.at("--tp-comm-overlap"), "yes");  // the Megatron-Core source states TP overlap
+  EXPECT_EQ(f.at("--attention-kernel"), "default");
+  EXPECT_EQ(f.at("--fusion"), "fused");
+  EXPECT_EQ(f.at("--flash-attention"), "yes");
+  EXPECT_EQ(f.at("--gpu"), "h100-sxm");
+  EXPECT_EQ(f.at("--nic-bandwidth"), "400 Gb/s");
+
+  const auto g = flags(runs[1]);
+  EXPECT_EQ(g.at("--recompute"), "selective-op");  // torchtitan's selective is op-level SAC
+  EXPECT_EQ(g.at("--attention-kernel"), "fa2");    // PyTorch SDPA's FlashAttention-2
+  EXPECT_EQ(g.at("--fusion"), "eager");            // the row's notes say eager
+  EXPECT_EQ(g.at("--gpu"), "h100-sxm-96gb");
+  EXPECT_EQ(g.at("--tp-comm-overlap"), "no");
+}
+
+TEST(Replay, OldMegatronRowsRunWithoutFusedAttentionAndInterleaveWithVp) {
+  const std::string row =
+      "C2s,korthikanti-t5,gpt,175,96,12288,96,96,49152,51200,2048,a100-80g,64,8,8,1,1,1,3,1,64,,selective,fp16,,"
+      "step_time_s,13.75,\n";
+  const auto runs = read_measured_runs(write("c", std::string(kHeader) + row));
+  const auto f = flags(runs[0]);
+  EXPECT_EQ(f.at("--flash-attention"), "no");  // 2021-22 sources predate FlashAttention
+  EXPECT_EQ(f.at("--schedule"), "interleaved");
+  EXPECT_EQ(f.at("--sp"), "yes");  // sp empty with tp 8 -> yes
+  EXPECT_EQ(f.at("--dp-sharding"), "none");
+  EXPECT_EQ(f.at("--gpu"), "a100-sxm-80gb");
+  EXPECT_EQ(f.at("--nic-bandwidth"), "200 Gb/s");
+}
+
+// Tying by the stated size. E1's shape: the token embedding is V h = 131072 x 2048 = 268.4 M parameters and
+// GPT's position table s h = 8.4 M; the 24 layers hold 24 (12 h^2 + 13 h) = 1,208.6 M. Tied: 1,485 M;
+// untied adds the LM head's V h: 1,754 M. 1.7 B is nearer the untied count, 1.5 B the tied one.
+TEST(Replay, EmbeddingTyingFollowsTheNearerParameterCount) {
+  auto run_with = [](const std::string& params_b) {
+    std::string row = kGptRow;
+    row.replace(row.find(",1.7,"), 5, "," + params_b + ",");
+    return read_measured_runs(write("tie", std::string(kHeader) + row))[0];
+  };
+  const model::ModelSpec untied = measured_model(run_with("1.7"));
+  const model::ModelSpec tied = measured_model(run_with("1.5"));
+  EXPECT_FALSE(untied.tied_embeddings);
+  EXPECT_TRUE(tied.tied_embeddings);
+  EXPECT_NEAR(static_cast<double>(tied.total_params()), 1.485e9, 0.002e9);
+  EXPECT_EQ(untied.total_params() - tied.total_params(), int64_t{131072} * 2048);
+  EXPECT_EQ(flags(run_with("1.7")).at("--tie-embeddings"), "no");
+  EXPECT_EQ(flags(run_with("1.5")).at("--tie-embeddings"), "yes");
+}
+
+// Megatron-Core's FLOP count, by hand: B = 2, s = 1024, L = 2, h = 1024, a = g = 8, f = 4096, V = 1024:
+// 12 B s L h^2 (1 + g/a + s/h + f/h + V/(2 L h)) = 12 * 2 * 1024 * 2 * 1024^2 * (1 + 1 + 1 + 4 + 0.25)
+// = 5.15396e10 * 7.25 = 3.73662e11 FLOPs; on one GPU in 1 s that is 0.373662 TFLOP/s. The SC'21 count
+// 96 B s L h^2 (1 + s/(6h) + V/(16 L h)) = 4.12317e11 * (1 + 1/6 + 1/32) = 4.93921e11 -> 0.493921.
+TEST(Replay, MetricsFollowTheirSourcesFlopCounts) {
+  MeasuredRun r;
+  r.metric = "tflops_per_gpu";
+  r.source = "megatron-core-r0.8";
+  model::GenericArch g{2, 1024, 8, 8, 4096, 1024, 1024};
+  const model::ModelSpec m = model::ModelSpec::gpt(g);
+  Plan p;
+  p.gbs = 2;
+  p.seq = 1024;
+  TrainResult res;
+  res.step.step_time = Time::seconds(1.0);
+  res.tokens_per_s_per_gpu = 2048.0;
+  EXPECT_NEAR(measured_metric(r, m, p, res), 0.373662, 1e-5);
+  r.source = "megatron-sc21-t1";
+  EXPECT_NEAR(measured_metric(r, m, p, res), 0.493921, 1e-5);
+  r.metric = "step_time_s";
+  EXPECT_DOUBLE_EQ(measured_metric(r, m, p, res), 1.0);
+  r.metric = "tokens_per_s_per_gpu";
+  EXPECT_DOUBLE_EQ(measured_metric(r, m, p, res), 2048.0);
+  // A gated MLP counts 3/2 f: with f' = 6144 the bracket is 1 + 1 + 1 + 6 + 0.25 = 9.25.
+  r.metric = "tflops_per_gpu";
+  r.source = "other";
+  const model::ModelSpec llama = model::ModelSpec::llama(g);
+  EXPECT_NEAR(measured_metric(r, llama, p, res), 0.373662 * 9.25 / 7.25, 1e-5);
+}
+
+TEST(Replay, BadTablesNameTheLineAndTheColumn) {
+  const std::string h = kHeader;
+  std::string row = kGptRow;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string r = row;
+    r.replace(r.find(from), from.size(), to);
+    return h + r;
+  };
+  EXPECT_EQ(error_of("# only a comment\n"), "line 0 [] no header line; expected the columns of docs/training.md");
+  EXPECT_EQ(error_of(h), "line 0 [] the table has a header but no rows");
+  EXPECT_NE(error_of("id,source\nX,y\n").find("line 1 [arch] the header has no column 'arch'"), std::string::npos);
+  EXPECT_EQ(error_of(h + "X1,megatron-core-r0.8,gpt\n"), "line 2 [] expected 28 cells as in the header, found 3");
+  EXPECT_EQ(error_of(with(",24,2048,", ",24x,2048,")),
+            "line 2 [layers] expected an integer in [1, 16777216], found '24x' (row X1)");
+  EXPECT_EQ(error_of(with(",48,1,1,48,", ",0,1,1,48,")),
+            "line 2 [gpus] expected an integer in [1, 16777216], found '0' (row X1)");
+  EXPECT_EQ(error_of(with(",408.8,", ",-3,")), "line 2 [value] expected a positive number, found '-3' (row X1)");
+  EXPECT_NE(error_of(with(",gpt,", ",gtp,")).find("line 2 [arch] expected one of gpt | llama, found 'gtp' | did you mean 'gpt'"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("tflops_per_gpu", "tflop_per_gpu")).find("did you mean 'tflops_per_gpu'"), std::string::npos);
+  EXPECT_NE(error_of(with(",h100-sxm,", ",h100-sx,")).find("line 2 [gpu] unknown GPU id 'h100-sx'"), std::string::npos);
+  EXPECT_NE(error_of(with(",distopt,", ",distop,")).find("line 2 [dp_sharding]"), std::string::npos);
+  EXPECT_EQ(error_of(with(",48,1,1,48,", ",40,1,1,48,")),
+            "line 2 [gpus] row X1: tp x pp x dp x cp = 1 x 1 x 48 x 1 = 48, not gpus = 40");
+  EXPECT_EQ(error_of(h + kGptRow + kGptRow), "line 3 [id] duplicate id 'X1'");
+  try {
+    read_measured_runs("/nonexistent/table.csv");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().file, "/nonexistent/table.csv");
+  }
+}
+
+}  // namespace
+}  // namespace orrery::train
