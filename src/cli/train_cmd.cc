@@ -572,7 +572,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "collectives of a rank on the same link (NIC or NVLink) share it while they run at once (FSDP gather "
                 "beside reduce-scatter, pipeline sends or expert all-to-alls beside DP): yes | no (each as if alone)")
       ->capture_default_str();
-  c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs: yes | no")->capture_default_str();
+  c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs as Transformer Engine pairs them (with --sp; docs/training.md): yes | no")->capture_default_str();
   c->add_flag("--activation-offload", a->activation_offload, "offload saved activations to host memory");
   c->add_flag("--optimizer-offload", a->optimizer_offload, "optimizer states and step on the host");
   c->add_option("--straggler", a->stragglers,

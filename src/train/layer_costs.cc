@@ -36,6 +36,43 @@ Shard classify(const model::Op& op) {
 
 double d(int64_t v) { return static_cast<double>(v); }
 
+// Transformer Engine's userbuffer defaults (transformer_engine/pytorch/module/base.py, initialize_ub):
+// pipeline and bulk overlaps take 16 SMs, a pipeline splits its GEMM in 4; ring exchanges use the
+// copy engines (use_ce) and 1 SM.
+constexpr double kUbCommSms = 16.0;
+constexpr int kUbPipelineSplits = 4;
+
+// A GEMM of `g` (alone) beside a collective of `c` started with it on `share` of the SMs: the GEMM runs
+// at 1 - share while the collective lasts. The time both take beyond the GEMM alone.
+Time bulk_extra(Time g, Time c, double share) {
+  const double gs = g.to_seconds(), cs = c.to_seconds();
+  if (cs * (1.0 - share) >= gs) return Time::seconds(cs - gs);  // the GEMM finishes under the collective
+  return Time::seconds(cs * share);
+}
+
+// TE's pipelined GEMM + reduce-scatter: `splits` GEMM chunks back to back; chunk i's reduce-scatter
+// starts when chunk i is done (and the previous one has finished) and slows the GEMM chunks it runs
+// beside to 1 - share. Time beyond the GEMM alone.
+Time pipeline_extra(Time g, Time c, int splits, double share) {
+  const double gc = g.to_seconds() / splits, cc = c.to_seconds() / splits;
+  double tg = 0.0, tc = 0.0;  // end of the last GEMM chunk, end of the last reduce-scatter
+  for (int i = 0; i < splits; ++i) {
+    const double slow = share < 1.0 ? 1.0 / (1.0 - share) : 1.0;
+    const double beside = std::max(0.0, std::min(tc - tg, gc * slow));  // chunk time spent beside a transfer
+    const double end = tg + beside + (gc - beside / slow);
+    tc = std::max(end, tc) + cc;
+    tg = end;
+  }
+  return Time::seconds(std::max(0.0, std::max(tg, tc) - g.to_seconds()));
+}
+
+// TE's ring exchange (copy engines): tp chunk GEMMs of 1/tp of the rows, chunk i+1 arriving while chunk
+// i is multiplied. Time beyond the unchunked GEMM `g` (chunking can cost efficiency too).
+Time ring_extra(Time g, Time chunk, Time c_step, int64_t tp) {
+  const Time total = std::max(chunk, c_step) * (tp - 1) + chunk;
+  return std::max(Time::zero(), total - g);
+}
+
 struct Ctx {
   const model::ModelSpec& m;
   const Plan& p;
@@ -84,6 +121,28 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     c.bwd_input += dgrad;
     c.bwd_weight += wgrad;
     c.recompute_full += f;
+    const bool te_column = op.name == "attn.qkv" || op.name == "mlp.up_gate" || op.name == "mlp.up";
+    const bool te_row = op.name == "attn.out" || op.name == "mlp.down";
+    if (tp > 1 && x.p.sp && x.p.tp_comm_overlap && (te_column || te_row)) {
+      // The collective's buffer: the layer input (column: the GEMM's gathered input, m x k; row: its
+      // output, m x n), every row of it.
+      const Bytes buf = Bytes::from_double(g.m * d(te_column ? g.k : g.n) * d(g.count) * d(hw::dtype_bytes(dt)));
+      const Time ag = x.comm.collective(coll::Op::kAllGather, buf, Group::kTp);
+      const Time rs = x.comm.collective(coll::Op::kReduceScatter, buf, Group::kTp);
+      const int64_t sms = x.cm.calibration().sm_count;
+      const double share = sms > 0 ? kUbCommSms / d(sms) : 0.0;  // unknown SM count: no SMs taken
+      const Time step = Time::seconds(ag.to_seconds() / d(tp - 1));  // one chunk's transfer of the ring
+      if (te_column) {
+        const Time chunk = x.cm.gemm(compute::GemmShape{g.m / d(tp), g.n, g.k, g.count}, gdt);
+        c.te_fwd += ring_extra(f, chunk, step, tp);
+        c.te_bwd += bulk_extra(dgrad, ag, share) + bulk_extra(wgrad, rs, share);
+      } else {
+        const Time chunk = x.cm.gemm(compute::GemmShape{g.m / d(tp), g.k, g.n, g.count}, gdt);
+        c.te_fwd += pipeline_extra(f, rs, kUbPipelineSplits, share);
+        c.te_bwd += ring_extra(dgrad, chunk, step, tp);
+      }
+      ++c.te_pairs;
+    }
     const Flops fl(2.0 * g.m * d(g.n) * d(g.k) * d(g.count));
     c.fwd_flops += fl;
     c.model_flops += fl * 3.0;
@@ -248,8 +307,12 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
     c.params = (lp.total() - lp.routed_experts - lp.norms) / p.tp + lp.norms + c.expert_params;
     c.tp_fwd = p.tp_comm_overlap ? Time::zero() : tp_pass;
     c.tp_bwd = c.tp_fwd;
-    if (p.tp_comm_overlap) {
-      // Overlapped with the GEMMs: only what the GEMMs cannot cover stays exposed.
+    if (p.tp_comm_overlap && p.sp && p.tp > 1 && c.te_pairs == 4) {
+      // Transformer Engine's pairing of each collective with one GEMM (header).
+      c.tp_fwd = c.te_fwd;
+      c.tp_bwd = c.te_bwd;
+    } else if (p.tp_comm_overlap) {
+      // Overlapped with the pass's compute: only what it cannot cover stays exposed.
       c.tp_fwd = std::max(Time::zero(), tp_pass - c.fwd);
       c.tp_bwd = std::max(Time::zero(), tp_pass - c.bwd_input - c.bwd_weight);
     }

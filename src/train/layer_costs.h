@@ -20,7 +20,19 @@
 //     memory-bound ops by bytes, backward twice the forward's unless the op states its own
 //     traffic, as the cross-entropy does).
 //     TP collectives per layer and pass: 2 all-reduces of b*s/cp*h (no SP) or 2 all-gathers + 2
-//     reduce-scatters of the same buffer (SP). CP: K and V (backward: their gradients too) go around the
+//     reduce-scatters of the same buffer (SP). With --tp-comm-overlap (Transformer Engine's userbuffers,
+//     SP only) each collective overlaps the one GEMM TE pairs it with (transformer_engine/pytorch/
+//     module/base.py initialize_ub, its defaults): the all-gathers before qkv and up/up_gate run as a
+//     ring exchange on the copy engines beside tp GEMM chunks of 1/tp of the rows, the chunks in step
+//     with the transfers ((tp-1) max(chunk GEMM, S/tp transfer) + chunk GEMM); the reduce-scatters
+//     after out and down as a 4-way pipeline on 16 SMs (split i's reduce-scatter beside split i+1's
+//     GEMM, the last one exposed); backward, the grad-output all-gather before the out/down dgrad as a
+//     ring exchange, the qkv/up input's all-gather beside their dgrad and their dgrad's
+//     reduce-scatter beside their wgrad in bulk on 16 SMs (three collectives per block: the gathered
+//     input is not saved). A GEMM beside a collective on k of the GPU's N SMs runs at (N-k)/N while
+//     the collective lasts; the exposed time is what the overlapped pair takes beyond the GEMM alone.
+//     Layers without the four dense projections (MoE, MLA, DiT) keep the older rule: the pass's TP
+//     time beyond the pass's whole compute is exposed. CP: K and V (backward: their gradients too) go around the
 //     ring in cp-1 steps, overlapped with the attention kernel (exposed part only). EP: 2 all-to-alls of
 //     tokens*top_k*h per pass.
 //     Saved activations (Korthikanti Sec. 4.1, per op): column-GEMM inputs and outside-region ops / tp
@@ -57,6 +69,11 @@ struct LayerCost {
   Time recompute_op;          // op-level SAC: the unsaved matmuls and every memory-bound op, forward
   Time tp_fwd;                // TP collectives of one forward (exposed: not overlapped)
   Time tp_bwd;
+  // Transformer Engine's paired overlap (--tp-comm-overlap with SP): the exposed time of the
+  // collectives beside the dense projections they pair with, and how many of the four were found.
+  Time te_fwd;
+  Time te_bwd;
+  int te_pairs = 0;
   Time cp_fwd;                // exposed CP ring transfers
   Time cp_bwd;
   Time ep_fwd;                // EP all-to-alls
