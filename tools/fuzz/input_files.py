@@ -2,7 +2,7 @@
 """Input-file fuzzer for the orrery CLI's readers (rule 5: nothing crashes on bad input).
 
 Starts from a valid file per reader (traces: Azure CSV, Mooncake JSONL, Vidur-style CSV, generic CSV; an
-edge-list topology; a Hugging Face config.json; a calibration YAML; the CSVs of `orrery calibrate`; a
+edge-list topology; a Hugging Face config.json; a results table for `train --replay`; a calibration YAML; the CSVs of `orrery calibrate`; a
 catalog YAML; a Vidur profile CSV), applies one or two random edits (delete, duplicate or swap a line,
 truncate, replace a number by a hostile value, insert or delete a character) and runs the command that
 reads it. Reports crashes and internal errors, exit 2 with more than one line, exit 1, and runs over 60 s;
@@ -32,6 +32,10 @@ M=os.path.join(ROOT,'data/measured/h100-sxm/')
 shutil.copy(M+'calibration.yaml', S+'calib.yaml')
 head(M+'training_kernels_hot.csv', 30, 'kernels.csv')
 head(M+'attention_sweep.csv', 40, 'sweep.csv')
+# A results table for `train --replay`: the header and two rows of data/published/nemo_h100_bf16.csv.
+with open(os.path.join(ROOT,'data/published/nemo_h100_bf16.csv'),encoding='utf-8') as f, open(S+'runs.csv','w',encoding='utf-8') as o:
+    for line in f:
+        if line.startswith('id,') or line.startswith('N1,') or line.startswith('N4,'): o.write(line)
 open(S+'generic.csv','w').write('arrival_s,prompt_tokens,output_tokens,prefix_ids\n0,100,10,1 2 3\n0.5,200,20,\n1.0,300,5,4\n')
 open(S+'topo.topo','w').write('''switch net tier=1
 switch m0.sw tier=0
@@ -84,6 +88,7 @@ cases = {
  'kernels.csv': lambda f: ['calibrate','--gpu','h100-sxm','--kernels',f],
  'sweep.csv':   lambda f: ['calibrate','--gpu','h100-sxm','--sweep',f],
  'catalog.yaml':lambda f: ['--catalog',f,'catalog','show','gpu','x100'],
+ 'runs.csv':    lambda f: ['train','--replay',f],
  'mlp.csv':     lambda f: ['serve','--model','llama2-7b','--gpu','a100-sxm-80gb','--exec-model','vidur-profile','--profile',f,'--requests','20'],
 }
 nasty=['-1','0','1e308','-1e308','nan','inf','99999999999999999999','','abc','1e-320','0.0','-0','3.5','"','{','[','null','true','\x00','\xff']
