@@ -58,6 +58,7 @@ struct PlanTrainArgs {
   std::string recomputes = "none,selective,full";
   std::string sp = "both";
   int64_t grad_bytes = 4;
+  std::string tp_overlap = "no";  // --tp-comm-overlap
   double capacity_factor = 0.0, load_imbalance = 1.0;
   bool exhaustive = false;
   std::string candidates_csv;
@@ -259,6 +260,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   // in core::Time's range.
   check_training_scale(model, seq, a.gbs, a.gpus, gpu, o.base.precision);
   o.base.grad_bytes = a.grad_bytes;
+  o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
   o.base.eager = parse_fusion(a.kernels.fusion);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
@@ -313,6 +315,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["seq"] = seq;
     j["gbs"] = a.gbs;
     j["precision"] = hw::dtype_name(o.base.precision);
+    j["tp_comm_overlap"] = o.base.tp_comm_overlap;
     j["comm_model"] = a.fabric.comm_model;
     if (topology) j["fabric"] = fabric_json(a.fabric);
     j["bound_violations"] = r.bound_violations;
@@ -410,6 +413,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--recomputes", a->recomputes, "recompute modes to try (none, selective, selective-op, full)")->capture_default_str();
   c->add_option("--sp", a->sp, "sequence parallelism with TP: both | yes | no")->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
+  c->add_option("--tp-comm-overlap", a->tp_overlap,
+                "every plan's TP collectives overlapped with GEMMs as Transformer Engine pairs them (SP plans; docs/training.md): yes | no")
+      ->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
   c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();
   c->add_flag("--exhaustive", a->exhaustive, "simulate every plan within the budget (no bound pruning)");

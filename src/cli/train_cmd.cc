@@ -55,13 +55,6 @@ struct TrainArgs {
   bool seq_given = false;
 };
 
-bool parse_yes_no(const std::string& v, const std::string& flag) {
-  const std::string l = to_lower(trim(v));
-  if (l == "yes" || l == "true" || l == "on" || l == "1") return true;
-  if (l == "no" || l == "false" || l == "off" || l == "0") return false;
-  throw InputError(kCl.with_key(flag), fmt::format("expected yes or no, found '{}'", v));
-}
-
 model::ModelSpec resolve_model_as_given(Context& ctx, const TrainArgs& a);
 
 // The model with --tie-embeddings applied (an LM head shared with the token embedding, or its own).

@@ -186,6 +186,13 @@ io::Json calibration_json(const compute::Calibration& c, const KernelArgs& k) {
                   {"file", k.calibration.empty() ? io::Json(nullptr) : io::Json(k.calibration)}};
 }
 
+bool parse_yes_no(const std::string& v, const std::string& flag) {
+  const std::string l = to_lower(trim(v));
+  if (l == "yes" || l == "true" || l == "on" || l == "1") return true;
+  if (l == "no" || l == "false" || l == "off" || l == "0") return false;
+  throw InputError(Where{"<command line>", 0, flag}, fmt::format("expected yes or no, found '{}'", v));
+}
+
 bool parse_fusion(const std::string& fusion) {
   if (fusion == "fused") return false;
   if (fusion == "eager") return true;

@@ -65,6 +65,9 @@ compute::Calibration training_calibration(const hw::GpuSpec& gpu, const KernelAr
 // The calibration's provenance for --json: {"name", "source", "file" (null without --calibration)}.
 io::Json calibration_json(const compute::Calibration& c, const KernelArgs& k);
 
+// A yes | no flag (also true/false, on/off, 1/0); InputError naming `flag` otherwise.
+bool parse_yes_no(const std::string& v, const std::string& flag);
+
 // --fusion fused | eager: true for eager (unfused PyTorch elementwise kernels); InputError naming the
 // flag, with the nearest name, otherwise.
 bool parse_fusion(const std::string& fusion);
