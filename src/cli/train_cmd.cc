@@ -607,6 +607,8 @@ void run_replay(Context& ctx, const std::string& path, const std::string& rows, 
     double predicted, error, step_s;
     bool memory;
     std::array<Time, tr::kNumTimeCategories> breakdown;
+    bool fits;
+    Bytes peak, capacity;
   };
   std::vector<Out> outs;
   for (const tr::MeasuredRun* m : runs) {
@@ -631,7 +633,8 @@ void run_replay(Context& ctx, const std::string& path, const std::string& rows, 
       throw InputError(Where{m->file, m->line, "id"}, fmt::format("row {}: {}", m->id, e.what()));
     }
     Out o{m, tr::measured_metric(*m, run.model, run.plan, run.r), 0.0, run.r.step.step_time.to_seconds(),
-          m->metric.rfind("peak_memory", 0) == 0, run.r.step.breakdown};
+          m->metric.rfind("peak_memory", 0) == 0, run.r.step.breakdown, run.r.memory.fits, run.r.memory.peak,
+          run.r.memory.capacity};
     o.error = (o.predicted - m->value) / m->value;
     outs.push_back(o);
   }
@@ -671,6 +674,8 @@ void run_replay(Context& ctx, const std::string& path, const std::string& rows, 
                         {"error", o.error},
                         {"scored", o.run->scored()},
                         {"step_time_s", o.step_s},
+                        {"fits", o.fits},
+                        {"peak_memory_bytes", o.peak.count()},
                         {"time", time_json(o.breakdown)},
                         {"command", tr::replay_command(*o.run)}});
     }
@@ -692,7 +697,9 @@ void run_replay(Context& ctx, const std::string& path, const std::string& rows, 
   for (const Out& o : outs) {
     t.add_row({o.run->id, o.run->metric, fmt::format("{:.4g}", o.run->value), fmt::format("{:.4g}", o.predicted),
                fmt::format("{:+.1f}%", 100.0 * o.error), fmt::format("{:.4g}", o.step_s),
-               o.run->scored() ? "" : "not scored: seq not stated"});
+               std::string(o.run->scored() ? "" : "not scored: seq not stated") +
+                   (o.fits ? "" : fmt::format("{}does not fit: {} of {} GiB", o.run->scored() ? "" : "; ", gib(o.peak),
+                                              gib(o.capacity)))});
   }
   ctx.out << t.render() << "\n";
   Table s({"gpu", "kind", "rows", "median |error|", "worst |error|"}, "summary over the scored rows");

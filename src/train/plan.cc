@@ -104,7 +104,10 @@ hw::DType parse_precision(std::string_view name, const Where& where) {
 
 int64_t Plan::shard_size() const {
   if (sharding == Sharding::kNone) return 1;
-  return shard_group > 0 ? shard_group : dp;
+  // Context-parallel ranks hold the same parameters: Megatron-Core reduces gradients and shards its
+  // distributed optimizer over the data-parallel group with context parallelism (dp x cp ranks), as
+  // torchtitan's FSDP shards over its dp_shard x cp mesh.
+  return (shard_group > 0 ? shard_group : dp) * cp;
 }
 
 std::string_view group_name(Group g) {
@@ -124,11 +127,11 @@ int64_t group_size(const Plan& p, Group g) {
   switch (g) {
     case Group::kTp: return p.tp;
     case Group::kCp: return p.cp;
-    case Group::kDp: return p.dp;
+    case Group::kDp: return p.dp * p.cp;
     case Group::kEp: return p.ep;
     case Group::kPp: return p.pp;
-    case Group::kDpShard: return p.sharding == Sharding::kNone ? p.dp : p.shard_size();
-    case Group::kDpReplica: return p.dp / (p.sharding == Sharding::kNone ? p.dp : p.shard_size());
+    case Group::kDpShard: return p.sharding == Sharding::kNone ? p.dp * p.cp : p.shard_size();
+    case Group::kDpReplica: return p.sharding == Sharding::kNone || p.shard_group <= 0 ? 1 : p.dp / p.shard_group;
   }
   return 1;
 }
@@ -137,11 +140,11 @@ int64_t group_stride(const Plan& p, Group g) {
   switch (g) {
     case Group::kTp: return 1;
     case Group::kCp: return p.tp;
-    case Group::kEp:  // expert groups are the innermost ep ranks of dp*cp (after cp)
-    case Group::kDp: return p.tp * p.cp;
+    case Group::kEp: return p.tp * p.cp;  // expert groups are the innermost ep ranks of dp*cp (after cp)
+    case Group::kDp: return p.tp;         // with the cp ranks, which hold the same parameters
     case Group::kPp: return p.tp * p.cp * p.dp;
-    case Group::kDpShard: return p.tp * p.cp;
-    case Group::kDpReplica: return p.tp * p.cp * (p.sharding == Sharding::kNone ? p.dp : p.shard_size());
+    case Group::kDpShard: return p.tp;
+    case Group::kDpReplica: return p.tp * p.cp * (p.sharding == Sharding::kNone || p.shard_group <= 0 ? p.dp : p.shard_group);
   }
   return 1;
 }

@@ -120,7 +120,7 @@ struct Plan {
 
   int64_t gpus() const { return dp * tp * pp * cp; }
   int64_t microbatches() const { return dp * mbs > 0 ? gbs / (dp * mbs) : 0; }
-  int64_t shard_size() const;  // DP ranks one parameter/gradient/optimizer shard spans
+  int64_t shard_size() const;  // ranks one parameter/gradient/optimizer shard spans: (shard_group or dp) x cp; 1 unsharded
   bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
 };
 
@@ -165,8 +165,10 @@ void require_valid_plan(const model::ModelSpec& model, const Plan& plan, int64_t
                         const Where& where);
 
 // Rank stride between consecutive members of a group in the tp-cp-dp-pp order.
-// kDpShard: the DP ranks that share one shard (ZeRO/FSDP, the HSDP shard group); kDpReplica: the
-// replicas of one shard (HSDP), 1 when the shard spans all of DP.
+// kDp: the ranks that reduce gradients, dp x cp (context-parallel ranks hold the same parameters, as in
+// Megatron-Core's data-parallel group with context parallelism). kDpShard: the ranks that share one shard
+// (ZeRO/FSDP; HSDP: its shard group x cp; unsharded: dp x cp); kDpReplica: the replicas of one shard
+// (HSDP), 1 when the shard spans all of DP.
 enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica };
 std::string_view group_name(Group g);
 int64_t group_size(const Plan& plan, Group g);

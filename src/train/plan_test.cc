@@ -197,11 +197,20 @@ TEST(Plan, GroupStridesFollowTpCpDpPpOrder) {
   p.pp = 2;
   EXPECT_EQ(group_stride(p, Group::kTp), 1);
   EXPECT_EQ(group_stride(p, Group::kCp), 8);
-  EXPECT_EQ(group_stride(p, Group::kDp), 16);
+  EXPECT_EQ(group_stride(p, Group::kEp), 16);
   EXPECT_EQ(group_stride(p, Group::kPp), 64);
+  // Gradients reduce over dp x cp = 8 ranks (the cp ranks hold the same parameters): ranks tp apart.
+  EXPECT_EQ(group_size(p, Group::kDp), 8);
+  EXPECT_EQ(group_stride(p, Group::kDp), 8);
+  EXPECT_EQ(group_size(p, Group::kDpShard), 8);
+  EXPECT_EQ(p.shard_size(), 1);  // unsharded
+  p.sharding = Sharding::kZero1;
+  EXPECT_EQ(p.shard_size(), 8);  // the distributed optimizer shards over dp x cp
   p.sharding = Sharding::kZero3;
-  p.shard_group = 2;  // HSDP: shards of 2, 2 replicas
-  EXPECT_EQ(group_size(p, Group::kDpShard), 2);
+  p.shard_group = 2;  // HSDP: shard groups of 2 DP ranks (x 2 cp ranks = 4 ranks), 2 replicas
+  EXPECT_EQ(group_size(p, Group::kDpShard), 4);
+  EXPECT_EQ(group_stride(p, Group::kDpShard), 8);
+  EXPECT_EQ(p.shard_size(), 4);
   EXPECT_EQ(group_size(p, Group::kDpReplica), 2);
   EXPECT_EQ(group_stride(p, Group::kDpReplica), 32);
 }
