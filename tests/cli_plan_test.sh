@@ -119,7 +119,7 @@ expect bad-max 2 "--max-tp: expected 0 \(no limit\) or a positive integer" -- "$
 expect bad-top 2 "--top: expected at least 1" -- "${small[@]}" --top 0
 expect node-gpu-mismatch 2 "--node: node 'dgx-a100' holds a100-sxm-80gb GPUs" -- "${small[@]}" --node dgx-a100
 
-# --tp-comm-overlap (docs/training.md): Llama-3-70B on 64 H100 at seq 8192, where the best plans use TP 4
+# --tp-comm-overlap (docs/training.md): Llama-3-70B on 64 H100 at seq 8192, where the best plans use TP > 1
 # with SP. With TE's pairing each all-gather hides behind a GEMM of ~1-6 ms against a ~0.1 ms transfer
 # and each reduce-scatter exposes about a quarter of its own ~0.1 ms, against the whole collective
 # without overlap: the best step must come out shorter, and the setting is recorded.

@@ -55,9 +55,9 @@ Time bulk_extra(Time g, Time c, double share) {
 // beside to 1 - share. Time beyond the GEMM alone.
 Time pipeline_extra(Time g, Time c, int splits, double share) {
   const double gc = g.to_seconds() / splits, cc = c.to_seconds() / splits;
+  const double slow = 1.0 / (1.0 - share);  // REQUIRES: share < 1
   double tg = 0.0, tc = 0.0;  // end of the last GEMM chunk, end of the last reduce-scatter
   for (int i = 0; i < splits; ++i) {
-    const double slow = share < 1.0 ? 1.0 / (1.0 - share) : 1.0;
     const double beside = std::max(0.0, std::min(tc - tg, gc * slow));  // chunk time spent beside a transfer
     const double end = tg + beside + (gc - beside / slow);
     tc = std::max(end, tc) + cc;
@@ -130,7 +130,7 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
       const Time ag = x.comm.collective(coll::Op::kAllGather, buf, Group::kTp);
       const Time rs = x.comm.collective(coll::Op::kReduceScatter, buf, Group::kTp);
       const int64_t sms = x.cm.calibration().sm_count;
-      const double share = sms > 0 ? kUbCommSms / d(sms) : 0.0;  // unknown SM count: no SMs taken
+      const double share = d(sms) > kUbCommSms ? kUbCommSms / d(sms) : 0.0;  // unknown (0) or tiny SM count: none taken
       const Time step = Time::seconds(ag.to_seconds() / d(tp - 1));  // one chunk's transfer of the ring
       if (te_column) {
         const Time chunk = x.cm.gemm(compute::GemmShape{g.m / d(tp), g.n, g.k, g.count}, gdt);
