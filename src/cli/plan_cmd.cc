@@ -135,7 +135,7 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
 Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, bool flow = false) {
   std::vector<std::string> h = {"#"};
   for (const std::string& c : plan_header()) h.push_back(c);
-  for (const char* c : {"step s", "tokens/s/GPU", "TFLOP/s", "MFU", "peak GiB"}) h.emplace_back(c);
+  for (const char* c : {"step s", "tokens/s/GPU", "TFLOP/s", "MFU", "peak GiB", "reserved GiB"}) h.emplace_back(c);
   if (flow) h.emplace_back("alpha-beta tokens/s/GPU");
   Table t(h, title);
   size_t k = 0;
@@ -147,6 +147,7 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
     row.push_back(fmt::format("{:.1f}", c.tflops_per_gpu));
     row.push_back(fmt::format("{:.1f}%", 100.0 * c.mfu));
     row.push_back(gib(c.peak));
+    row.push_back(gib(c.reserved));
     if (flow) row.push_back(fmt::format("{:.1f}", c.alpha_beta_tokens_per_s_per_gpu));
     t.add_row(std::move(row));
   }
@@ -156,7 +157,7 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
 Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, const std::string& title) {
   std::vector<std::string> h = {"#"};
   for (const std::string& c : plan_header()) h.push_back(c);
-  for (const char* c : {"peak GiB", "over GiB", "bound tokens/s/GPU"}) h.emplace_back(c);
+  for (const char* c : {"peak GiB", "over GiB", "reserved GiB", "bound tokens/s/GPU"}) h.emplace_back(c);
   Table t(h, title);
   size_t k = 0;
   for (const tr::Candidate& c : cs) {
@@ -164,6 +165,7 @@ Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, cons
     for (std::string& cell : plan_cells(c.plan)) row.push_back(std::move(cell));
     row.push_back(gib(c.peak));
     row.push_back(gib(c.peak - budget));
+    row.push_back(gib(c.reserved));
     row.push_back(fmt::format("{:.1f}", c.bound_tokens_per_s_per_gpu));
     t.add_row(std::move(row));
   }
@@ -181,6 +183,7 @@ Json simulated_json(const std::vector<tr::Candidate>& cs) {
                      {"mfu", c.mfu},
                      {"hfu", c.hfu},
                      {"peak_memory_bytes", c.peak.count()},
+                     {"reserved_memory_bytes", c.reserved.count()},
                      {"peak_stage", c.peak_stage},
                      {"memory", memory_json(c.memory)},
                      {"time", time_json(c.breakdown)}});
@@ -196,6 +199,7 @@ Json over_budget_json(const std::vector<tr::Candidate>& cs, Bytes budget) {
                      {"plan", plan_json(c.plan)},
                      {"peak_memory_bytes", c.peak.count()},
                      {"over_budget_bytes", (c.peak - budget).count()},
+                     {"reserved_memory_bytes", c.reserved.count()},
                      {"bound_tokens_per_s_per_gpu", c.bound_tokens_per_s_per_gpu},
                      {"reason", c.reason}});
   }
@@ -262,6 +266,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.grad_bytes = a.grad_bytes;
   o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
   o.base.eager = parse_fusion(a.kernels.fusion);
+  o.base.allocator = parse_allocator(a.kernels.allocator);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
   if (!(a.capacity_factor >= 0.0 && std::isfinite(a.capacity_factor))) {
@@ -308,6 +313,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["power_limit_w"] = gpu.power().watts();
     j["attention_kernel"] = a.kernels.attention_kernel;
     j["fusion"] = a.kernels.fusion;
+    j["allocator"] = a.kernels.allocator;
     j["attention_efficiency"] = cm.calibration().attention.efficiency;
     j["calibration"] = calibration_json(cm.calibration(), a.kernels);
     j["gpus"] = a.gpus;
@@ -340,8 +346,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
                          model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
                          hw::dtype_name(o.base.precision), gib(r.budget));
-  ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W{}\n",
+  ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W, "
+                         "{} allocator{}\n",
                          a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts(),
+                         a.kernels.allocator,
                          a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);
   ctx.out << fmt::format("communication: {}{}\n", fabric_description(a.fabric, topology),
                          topology ? fmt::format("; the search on the alpha-beta model, its best {} plans re-simulated "

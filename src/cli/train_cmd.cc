@@ -126,6 +126,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
                                   : tr::parse_schedule(a.schedule, kCl.with_key("--schedule"));
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
   p.eager = parse_fusion(a.kernels.fusion);
+  p.allocator = parse_allocator(a.kernels.allocator);
   p.grad_bytes = a.grad_bytes;
   if (a.grad_bytes != 2 && a.grad_bytes != 4) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
@@ -375,6 +376,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["power_limit_w"] = gpu.power().watts();
     j["attention_kernel"] = a.kernels.attention_kernel;
     j["fusion"] = a.kernels.fusion;
+    j["allocator"] = a.kernels.allocator;
     j["attention_efficiency"] = cm.calibration().attention.efficiency;
     j["calibration"] = calibration_json(cm.calibration(), a.kernels);
     j["gpus"] = a.gpus;
@@ -468,9 +470,9 @@ void run_train(Context& ctx, const TrainArgs& a) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
   }
-  s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W{}",
+  s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W, {} allocator{}",
                                     a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion,
-                                    gpu.power().watts(),
+                                    gpu.power().watts(), a.kernels.allocator,
                                     a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration)});
   ctx.out << s.render() << "\n";
   Table m({"memory", "GiB"}, fmt::format("memory of the peak rank (stage {})", r.memory.peak_stage));

@@ -168,6 +168,10 @@ void add_kernel_options(CLI::App* c, KernelArgs& k) {
   c->add_option("--fusion", k.fusion,
                 "elementwise kernels: fused (Megatron/TE, torch.compile) | eager (PyTorch modules op by op)")
       ->capture_default_str();
+  c->add_option("--allocator", k.allocator,
+                "PyTorch caching allocator whose reservation the memory counts: classic (PyTorch's default) | "
+                "expandable (expandable_segments:True) | none (the tensors alone, torch's max_memory_allocated)")
+      ->capture_default_str();
   c->add_option("--calibration", k.calibration,
                 "compute-model constants measured on your own GPU (YAML, docs/compute.md \"Calibration files\"); "
                 "they replace the built-in ones they name");
@@ -198,6 +202,15 @@ bool parse_fusion(const std::string& fusion) {
   if (fusion == "eager") return true;
   throw InputError(kCl.with_key("--fusion"), fmt::format("expected fused or eager, found '{}'", fusion),
                    suggest(fusion, {"fused", "eager"}));
+}
+
+train::AllocatorMode parse_allocator(const std::string& name) {
+  for (train::AllocatorMode m :
+       {train::AllocatorMode::kNone, train::AllocatorMode::kClassic, train::AllocatorMode::kExpandable}) {
+    if (name == train::allocator_name(m)) return m;
+  }
+  throw InputError(kCl.with_key("--allocator"), fmt::format("expected none, classic or expandable, found '{}'", name),
+                   suggest(name, {"none", "classic", "expandable"}));
 }
 
 // --comm-model flow: the cluster's topology, from --topology FILE or from the catalog node in a fat

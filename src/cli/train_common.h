@@ -55,6 +55,7 @@ struct KernelArgs {
   std::string attention_kernel = "default";  // --attention-kernel
   std::string fusion = "fused";              // --fusion
   std::string calibration;                   // --calibration FILE; empty: the built-in calibration
+  std::string allocator = "classic";         // --allocator
 };
 void add_kernel_options(CLI::App* c, KernelArgs& k);
 
@@ -71,6 +72,10 @@ bool parse_yes_no(const std::string& v, const std::string& flag);
 // --fusion fused | eager: true for eager (unfused PyTorch elementwise kernels); InputError naming the
 // flag, with the nearest name, otherwise.
 bool parse_fusion(const std::string& fusion);
+
+// --allocator none | classic | expandable (train/caching_allocator.h); InputError naming the flag, with
+// the nearest name, otherwise.
+train::AllocatorMode parse_allocator(const std::string& name);
 
 // How communication is timed (train/comm_model.h, train/flow_comm.h): --comm-model alpha-beta | flow,
 // and for flow the fabric: --topology FILE, or the catalog node's machines in a fat tree (--tiers,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "train/allocator_trace.h"
+
 namespace orrery::train {
 namespace {
 
@@ -113,6 +115,10 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       const int64_t gathered = std::min(st.layers, 1 + p.fsdp_prefetch + p.unsharded_layers);
       mb.weights = scaled(max_layer_params * gathered, d(k.weight_bytes));
       mb.gradients += scaled(max_layer_params, d(p.grad_bytes));  // one layer's unsharded gradient
+      // The root unit (embedding, final norm, LM head) is not resharded after forward: held gathered
+      // through the step, with the LM head's unsharded gradient from its backward to the end.
+      mb.weights += scaled((s == 0 ? c.pre.params : 0) + (s == p.pp - 1 ? c.post.params : 0), d(k.weight_bytes));
+      if (s == p.pp - 1) mb.gradients += scaled(c.post.params, d(k.weight_bytes));
     }
     // Offload keeps the layer being computed and the one whose copy is in flight on the GPU.
     const double held = p.activation_offload
@@ -134,11 +140,17 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     mb.communication = k.nccl_per_group * groups;
     mb.context = k.cuda_context;
     mb.allocator = Bytes::from_double(mb.tensors().to_double() * k.allocator_fraction);
-    if (mb.total() > r.peak) {
-      r.peak = mb.total();
-      r.peak_stage = s;
-    }
     r.stages.push_back(st);
+  }
+  // The caching allocator's reservation beyond the tensors (train/allocator_trace.h).
+  if (p.allocator != AllocatorMode::kNone) {
+    for (StageMemory& st : r.stages) st.memory.allocator += allocator_estimate(model, p, c, st.stage, k).overhead();
+  }
+  for (const StageMemory& st : r.stages) {
+    if (st.memory.total() > r.peak) {
+      r.peak = st.memory.total();
+      r.peak_stage = st.stage;
+    }
   }
   r.peak_rank = r.peak_stage * group_stride(p, Group::kPp);
   r.fits = r.peak <= r.capacity;

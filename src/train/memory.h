@@ -37,9 +37,15 @@
 //     gathered-parameter and reduce-scatter buffers (counted under weights and gradients).
 //   CUDA context and libraries: MemoryConstants::cuda_context (an assumption, 512 MiB: CUDA context,
 //     cuBLAS workspace and kernel images as commonly reported for PyTorch on A100/H100).
-//   Allocator overhead: MemoryConstants::allocator_fraction of the tensors (PyTorch caching allocator
-//     block rounding and fragmentation; an assumption, default 0: the figure torch reports as
-//     max_memory_allocated excludes it).
+//   ZeRO-3 (FSDP) root unit: the parameters outside the transformer layers (embedding, final norm, LM
+//     head) form the root unit, which FSDP does not reshard after forward (FSDP1's _post_forward_reshard
+//     frees non-root handles only; FSDP2's lazy_init clears the root's post-forward mesh): held gathered
+//     through the step, and the LM head's unsharded gradient (param dtype) from its backward to the end
+//     of the backward, when the root's reduce-scatter runs.
+//   Allocator overhead: the caching allocator's reservation beyond the tensors, from a trace of the
+//     step's tensors through a model of PyTorch's allocator (Plan::allocator; train/allocator_trace.h),
+//     plus MemoryConstants::allocator_fraction of the tensors (an assumption, default 0). With
+//     AllocatorMode::kNone it is 0: the figure torch reports as max_memory_allocated.
 //   The capacity is the catalog's memory (what the driver reports).
 // Range of validity: Adam-family optimizers with mixed precision; no memory-saving tricks beyond the plan.
 #pragma once

@@ -11,6 +11,7 @@
 namespace orrery::train {
 namespace {
 
+using testing::NoComm;
 using testing::test_gpu;
 
 // ZeRO, Rajbhandari et al. 2020, Fig. 1: Psi = 7.5B parameters, N_d = 64, K = 12, fp16 gradients:
@@ -44,12 +45,6 @@ TEST(Memory, HsdpShardsOverTheShardGroupOnly) {
   const MemoryBreakdown m = model_state_memory(8'000'000'000, p);
   EXPECT_NEAR((m.weights + m.gradients + m.optimizer).to_gb(), 8.0 * 18.0 / 8.0, 1e-6);
 }
-
-class NoComm final : public CommModel {
- public:
-  Time collective(coll::Op, Bytes, Group) const override { return Time::zero(); }
-  Time p2p(Bytes) const override { return Time::zero(); }
-};
 
 // GPT layer of Korthikanti et al. 2022 (Sec. 4.1, Table 2), 2-byte activations, dropout everywhere,
 // no FlashAttention: per layer s*b*h*(34 + 5 a s / h) bytes; with TP t: s b h (10 + 24/t + 5 a s/(h t));
@@ -179,6 +174,35 @@ TEST(Memory, EagerCrossEntropyHoldsTwoFp32LogitGradientsInItsBackward) {
   EXPECT_NEAR(fused_layers.to_double(), fused.stages[0].memory.temporary.to_double(), 1.0);
   EXPECT_NEAR(eager_layers.to_double(), eager.stages[0].memory.temporary.to_double(), 1.0);
   EXPECT_EQ(fused.stages[0].memory.temporary, eager.stages[0].memory.temporary);
+}
+
+// FSDP's root unit (memory.h): the embedding and the LM head stay gathered through the step (bf16, 2
+// bytes per parameter) and the head's unsharded gradient (2 bytes) is held until the backward ends. With
+// dp 8 and one layer prefetched, stage s of a pp-2 plan holds:
+//   weights   = 2 layers x P_layer x 2 + (stage 0: P_embedding, stage 1: P_head) x 2
+//   gradients = P_stage x 4 / 8 + P_layer x 4 + (stage 1: P_head x 2)
+TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
+  const auto model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  Plan p;
+  p.dp = 8;
+  p.pp = 2;
+  p.sharding = Sharding::kZero3;
+  p.seq = 2048;
+  p.gbs = 16;
+  const ModelCosts c = model_costs(model, p, cm, comm);
+  const MemoryReport m = memory_model(model, p, c, gpu);
+  const double layer = static_cast<double>(c.layer[0].params);
+  const double emb = static_cast<double>(c.pre.params), head = static_cast<double>(c.post.params);
+  ASSERT_GT(emb, 0.0);
+  ASSERT_GT(head, 0.0);
+  const double stage0 = 2 * layer + emb, stage1 = 2 * layer + head;
+  EXPECT_NEAR(m.stages[0].memory.weights.to_double(), 2 * layer * 2 + emb * 2, 1.0);
+  EXPECT_NEAR(m.stages[1].memory.weights.to_double(), 2 * layer * 2 + head * 2, 1.0);
+  EXPECT_NEAR(m.stages[0].memory.gradients.to_double(), stage0 * 4 / 8 + layer * 4, 1.0);
+  EXPECT_NEAR(m.stages[1].memory.gradients.to_double(), stage1 * 4 / 8 + layer * 4 + head * 2, 1.0);
 }
 
 }  // namespace

@@ -11,7 +11,10 @@
 //     layers' inputs. With activation offload the report's on-GPU share is held while an F or B pass
 //     runs and nothing between passes.
 //   Temporary buffers: the report's backward working set while a B pass runs.
-//   Allocator overhead: MemoryConstants::allocator_fraction of the tensors at each instant.
+//   Allocator overhead: MemoryConstants::allocator_fraction of the tensors at each instant. The traced
+//     caching allocator's reservation (Plan::allocator, train/allocator_trace.h) is not in the samples:
+//     they count what is allocated, while the reservation stays at its peak over a steady step (the
+//     report's figure).
 //   Events at one instant apply together, one sample per distinct instant plus the state at time zero:
 //     a pass's buffers are released as it ends and the next pass allocates as it starts, so no instant
 //     holds both. Each forward's start is an instant too, so that a line through the samples ramps up

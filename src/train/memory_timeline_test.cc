@@ -14,13 +14,8 @@
 namespace orrery::train {
 namespace {
 
+using testing::NoComm;
 using testing::test_gpu;
-
-class ZeroComm final : public CommModel {
- public:
-  Time collective(coll::Op, Bytes, Group) const override { return Time::zero(); }
-  Time p2p(Bytes) const override { return Time::zero(); }
-};
 
 struct Simulated {
   MemoryReport memory;
@@ -32,7 +27,7 @@ Simulated run(Schedule schedule, int64_t p, int64_t m, int64_t v = 1, bool offlo
   static const auto model = model::ModelSpec::llama({16, 1024, 8, 8, 4096, 32000, 1024});
   static const hw::GpuSpec gpu = test_gpu();
   static const compute::ComputeModel cm(gpu);
-  const ZeroComm comm;
+  const NoComm comm;
   Plan plan;
   plan.pp = p;
   plan.vp = v;

@@ -38,6 +38,7 @@
 #include "core/error.h"
 #include "hw/hw_catalog.h"
 #include "model/model_spec.h"
+#include "train/caching_allocator.h"
 
 namespace orrery::train {
 
@@ -99,6 +100,8 @@ struct Plan {
   int64_t grad_bytes = 4;                  // main-gradient bytes per parameter (Megatron/FSDP fp32: 4)
   bool flash_attention = true;             // fused attention (no materialized s x s scores)
   bool eager = false;                      // unfused elementwise kernels (PyTorch eager; model/op_inventory.h)
+  // PyTorch's caching allocator (train/caching_allocator.h): none counts the tensors alone.
+  AllocatorMode allocator = AllocatorMode::kNone;
 
   // ---- MoE
   double capacity_factor = 0.0;   // 0: dropless; > 0 pads every expert to cf * mean tokens

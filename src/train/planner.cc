@@ -73,6 +73,11 @@ class Staircase {
 };
 
 // A simulation's figures into its candidate.
+Plan tensors_only(Plan p) {
+  p.allocator = AllocatorMode::kNone;
+  return p;
+}
+
 void record_run(Candidate& c, const TrainResult& t) {
   c.status = CandidateStatus::kSimulated;
   c.step_time = t.step.step_time;
@@ -342,7 +347,9 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
         try {
           const AlphaBetaComm comm(cluster, c.plan);
           const ModelCosts costs = model_costs(model, c.plan, compute, comm);
-          const MemoryReport mem = memory_model(model, c.plan, costs, gpu, o.evaluate.memory);
+          // The search's memory is the tensors' (planner.h); the allocator's reservation is added to the
+          // plans reported.
+          const MemoryReport mem = memory_model(model, tensors_only(c.plan), costs, gpu, o.evaluate.memory);
           c.peak = mem.peak;
           c.peak_stage = mem.peak_stage;
           c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
@@ -380,7 +387,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     Candidate& c = cands[i];
     TrainResult t;
     try {
-      t = evaluate(model, c.plan, cluster, compute, eo);
+      t = evaluate(model, tensors_only(c.plan), cluster, compute, eo);
     } catch (const std::exception& e) {
       set_error(c, e);
       return;
@@ -514,6 +521,26 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     return a->peak != b->peak ? a->peak < b->peak : a->index < b->index;
   });
   for (size_t k = 0; k < std::min(o.top_k, over.size()); ++k) r.closest_over_budget.push_back(*over[k]);
+  // The reported plans' memory as the caching allocator reserves it (train/allocator_trace.h).
+  std::vector<Candidate*> reported;
+  for (auto* list : {&r.top, &r.pareto, &r.fastest_over_budget, &r.closest_over_budget}) {
+    for (Candidate& c : *list) reported.push_back(&c);
+  }
+  parallel_for(
+      reported.size(), 1, threads,
+      [&](size_t i) {
+        Candidate& c = *reported[i];
+        c.reserved = c.peak;
+        if (c.plan.allocator == AllocatorMode::kNone) return;
+        try {
+          const AlphaBetaComm comm(cluster, c.plan);
+          const ModelCosts costs = model_costs(model, c.plan, compute, comm);
+          c.reserved = memory_model(model, c.plan, costs, gpu, o.evaluate.memory).peak;
+        } catch (const std::exception&) {
+          c.reserved = c.peak;  // costed before without error; keep the tensors' figure
+        }
+      },
+      [](size_t) {});
   for (auto& [key, rc] : reasons) r.reasons.push_back(std::move(rc));
   if (o.keep_candidates) r.candidates = std::move(cands);
   std::stable_sort(r.reasons.begin(), r.reasons.end(),

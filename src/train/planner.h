@@ -8,6 +8,12 @@
 //     validate_plan() (train/plan.h), then costed (train/layer_costs.h) and its memory computed
 //     (train/memory.h), exactly what evaluate() does with simulate = false. Plans within the memory
 //     budget are simulated with evaluate() (train/train.h).
+//   Memory: the search, its budget, the front and the pruning use the tensors (plus the CUDA context:
+//     Plan::allocator none), what torch's max_memory_allocated reports and what PyTorch needs before
+//     it raises an out-of-memory error, since it frees its cache and retries first. The plans reported
+//     (top K, front, over-budget lists) then get Candidate::reserved, the peak with the caching
+//     allocator's reservation (train/allocator_trace.h) under the plan's Plan::allocator: tracing every
+//     simulated plan's tensors cost the search a third more time.
 //   Throughput bound (a proof that a plan cannot be faster, used only to skip simulations): a stage's
 //     compute stream runs one task at a time in program order and every pass of every micro-batch
 //     lies on it, so for stage s of p, with m micro-batches, per-micro-batch busy time W_s (forward,
@@ -104,6 +110,9 @@ struct Candidate {
   int64_t peak_stage = 0;
   MemoryBreakdown memory;  // of the peak stage
   double bound_tokens_per_s_per_gpu = 0.0;
+  // Reported plans: the peak with the caching allocator's reservation (Plan::allocator); = peak for
+  // AllocatorMode::kNone. The search and its budget use `peak`, the tensors (see the model card).
+  Bytes reserved;
   // Simulated plans:
   Time step_time;
   double tokens_per_s_per_gpu = 0.0;

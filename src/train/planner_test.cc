@@ -379,5 +379,39 @@ TEST(Planner, OnATopologyTheBestPlansAreReRankedByFlowRuns) {
   }
 }
 
+// The reported plans carry the caching allocator's reservation (planner.h, "Memory"): with the eager
+// loss under expandable segments it is the search's peak plus the bf16 logits' block the loss leaves
+// behind, 2 mbs seq V / tp bytes (allocator_trace_test.cc), up to the 20 MiB page the segment grew by;
+// without an allocator it is the peak itself. The search itself does not change.
+TEST(Planner, ReportedPlansCarryTheAllocatorsReservation) {
+  const model::ModelSpec model = model::ModelSpec::llama({4, 512, 8, 8, 2048, 128256, 4096});
+  const hw::GpuSpec gpu = test_gpu();
+  const ClusterSpec cluster = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(50e9));
+  const compute::ComputeModel cm{gpu};
+  PlannerOptions o;
+  o.gpus = 8;
+  o.seq = 4096;
+  o.gbs = 16;
+  o.space.max_cp = 1;
+  o.space.max_pp = 1;
+  o.top_k = 5;
+  o.threads = 1;
+  o.base.eager = true;
+  const PlannerResult none = plan_training(model, cluster, cm, o);
+  o.base.allocator = AllocatorMode::kExpandable;
+  const PlannerResult traced = plan_training(model, cluster, cm, o);
+  ASSERT_EQ(none.top.size(), 5u);
+  ASSERT_EQ(traced.top.size(), 5u);
+  for (size_t k = 0; k < none.top.size(); ++k) {
+    const Candidate& a = none.top[k];
+    const Candidate& b = traced.top[k];
+    EXPECT_EQ(a.index, b.index);
+    EXPECT_EQ(a.reserved, a.peak);
+    EXPECT_EQ(b.peak, a.peak);
+    const double hole = 2.0 * static_cast<double>(b.plan.mbs) * 4096.0 * 128256.0 / static_cast<double>(b.plan.tp);
+    EXPECT_NEAR((b.reserved - b.peak).to_double(), hole, 20.0 * (1 << 20)) << k;
+  }
+}
+
 }  // namespace
 }  // namespace orrery::train

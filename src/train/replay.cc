@@ -257,6 +257,8 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
       {"--attention-kernel", torchtitan ? "fa2" : "default"},
       {"--fusion", r.notes.find("eager") != std::string::npos ? "eager" : "fused"},
       {"--tp-comm-overlap", tp_overlap ? "yes" : "no"},
+      // torchtitan's launcher (run_llama_train.sh, now run_train.sh) sets expandable_segments:True.
+      {"--allocator", torchtitan ? "expandable" : "classic"},
   };
   return f;
 }

@@ -13,7 +13,9 @@
 //   megatron-core-r0.8: TP communication overlap (the source states DP/TP/PP overlap); nemo-dgxc-*
 //   (data/published/nemo_h100_bf16.csv) too (NeMo's published configurations set ub_tp_comm_overlap).
 //   torchtitan-2412: attention through PyTorch SDPA's FlashAttention-2 (--attention-kernel fa2), and
-//   "selective" recompute is torchtitan's op-level policy (selective-op).
+//   "selective" recompute is torchtitan's op-level policy (selective-op); its launcher
+//   (run_llama_train.sh, later run_train.sh) sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+//   (--allocator expandable). Every other source: PyTorch's default allocator (--allocator classic).
 //   notes containing "eager": unfused PyTorch elementwise kernels (--fusion eager).
 //   Embedding tying: tied or untied, whichever parameter count is nearer params_b.
 //   Gradient bytes: 4 (fp32 main gradients: Megatron-LM, FSDP2 with fp32 reduce) -- the CLI default.

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "hw/hw_catalog.h"
+#include "train/comm_model.h"
 
 namespace orrery::train::testing {
 
@@ -18,5 +19,12 @@ inline hw::GpuSpec test_gpu() {
   g.pcie = hw::PcieLink{4, 16, Bandwidth(32e9)};
   return g;
 }
+
+// Communication that takes no time (closed forms that leave it out).
+class NoComm final : public CommModel {
+ public:
+  Time collective(coll::Op, Bytes, Group) const override { return Time::zero(); }
+  Time p2p(Bytes) const override { return Time::zero(); }
+};
 
 }  // namespace orrery::train::testing

@@ -109,9 +109,9 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
              "(data/measured/h100-sxm), E4 (TP8, fp32 gradients over 48 nodes) slow (docs/training.md)\n",
              perf_err_hopper.size(), 100 * hop_median, hop_median <= 0.05 ? ": met" : ", NOT MET", 100 * hop_worst,
              hop_worst <= 0.12 ? ": met" : ", NOT MET");
-  fmt::print("memory rows: {} | worst |error| {:.1f}% (target 5%, NOT MET: the caching allocator's reservation over "
-             "the tensors is not modelled)\n",
-             mem_err.size(), 100 * mem_worst);
+  fmt::print("memory rows: {} | worst |error| {:.1f}% (target 5%{}; G1b is torch's max_memory_reserved: the tensors "
+             "plus the expandable-segments allocator's reservation, train/allocator_trace.h)\n",
+             mem_err.size(), 100 * mem_worst, mem_worst <= 0.05 ? ": met" : ", NOT MET");
   // The issue's targets, held on the rows whose hardware the compute model is calibrated for (A100:
   // docs/compute.md validates it against measured kernel times; Hopper's layer times are validated
   // against an H100 in h100_kernels_validation_test, but its rows' steps hold more than the layers).
@@ -120,10 +120,12 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
   // Hopper rows: the median target holds since Transformer Engine's paired TP overlap (layer_costs.h;
   // 7.9% -> 4.1% on 2026-11-26, nothing fitted: TE's default SMs and splits). The worst row does not
   // (E1 +20.0%, E2 +18.3%, E4 -17.9%: printed above, stated in docs/training.md, the issue stays open);
-  // that bound and the memory row's only stop the error from growing past where it stands.
+  // that bound only stops the error from growing past where it stands. The memory row holds the
+  // issue's 5% since the FSDP root unit and the caching allocator are modelled (2026-11-27: -11.6% ->
+  // -3.3%, nothing fitted: PyTorch's allocator rules and torchtitan's launcher setting).
   EXPECT_LE(hop_median, 0.05);
   EXPECT_LE(hop_worst, 0.205);
-  EXPECT_LE(mem_worst, 0.14);
+  EXPECT_LE(mem_worst, 0.05);
 }
 
 // Held out: NVIDIA's published NeMo BF16 steps on DGX H100 (data/published/nemo_h100_bf16.csv, cited
@@ -155,6 +157,27 @@ TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
   // (N6), every row fast; docs/training.md, "Held-out check".
   EXPECT_LE(med, 0.065);
   EXPECT_LE(worst, 0.15);
+}
+
+// Held out: torchtitan's Llama 3.1 8B FSDP run on 128 H100 (data/published/torchtitan_h100_bf16.csv,
+// cited there), the same recipe as G1 on 16 times the GPUs. Its memory row is torch's
+// max_memory_reserved, so it tests the FSDP root unit and the allocator trace where the model states
+// are sharded 128 ways (2026-11-27: -2.0%; the tensors alone were -12.2% before the root unit and are
+// -7.8% with it). The issue's targets apply: memory within 5%, throughput within the worst-row 12%.
+TEST(TrainValidation, ReplaysTorchtitan128GpuHeldOut) {
+  const char* src = std::getenv("ORRERY_SOURCE_DIR");
+  const std::string path = std::string(src != nullptr ? src : ".") + "/data/published/torchtitan_h100_bf16.csv";
+  const io::Json doc = replay(path);
+  ASSERT_TRUE(doc.contains("rows"));
+  const io::Json& rows = doc.at("rows");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const io::Json& r : rows) {
+    const double err = r.at("error").get<double>();
+    const std::string metric = r.at("metric").get<std::string>();
+    fmt::print("{:<5} {:<22} {:>10.4g} {:>10.4g} {:>+7.1f}%\n", r.at("id").get<std::string>(), metric,
+               r.at("measured").get<double>(), r.at("predicted").get<double>(), 100.0 * err);
+    EXPECT_LE(std::fabs(err), metric.rfind("peak_memory", 0) == 0 ? 0.05 : 0.12) << r.at("id").get<std::string>();
+  }
 }
 
 }  // namespace

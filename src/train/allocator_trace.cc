@@ -1,0 +1,221 @@
+#include "train/allocator_trace.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "train/memory.h"
+#include "train/schedule.h"
+
+namespace orrery::train {
+namespace {
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+Bytes times(int64_t params, double bytes_per_param) { return Bytes::from_double(d(params) * bytes_per_param); }
+
+// The tensors of one rank, replayed through the allocator (see the header's model card).
+class Trace {
+ public:
+  Trace(const model::ModelSpec& m, const Plan& p, const ModelCosts& c, int64_t stage, const MemoryConstants& k)
+      : m_(m), p_(p), c_(c), k_(k), s_(stage), a_(p.allocator) {
+    first_ = s_ == 0;
+    last_ = s_ == p_.pp - 1;
+    zero3_ = p_.sharding == Sharding::kZero3;
+    // Layers per chunk and what each saves; the first `full` layers of the stage are fully recomputed
+    // (as train/memory.cc counts them).
+    const int64_t layers = stage_layers(p_, m_.layers, s_);
+    const int64_t full = p_.recompute == Recompute::kFull ? (p_.recompute_layers < 0 ? layers : p_.recompute_layers) : 0;
+    int64_t seen = 0;
+    for (int64_t v = 0; v < p_.vp; ++v) {
+      const LayerRange r = chunk_layers(p_, m_.layers, s_, v);
+      std::vector<Layer> chunk;
+      for (int64_t i = 0; i < r.count; ++i) {
+        const LayerCost& lc = c_.layer[static_cast<size_t>(r.first + i)];
+        params_.push_back(lc.params);
+        const bool recomputed = seen++ < full;
+        Layer l;
+        l.saved = recomputed ? lc.act_input : lc.saved_activations(p_.recompute);
+        l.work = c_.layer_input * 2;
+        if (recomputed) {
+          l.work += lc.act_none;
+        } else if (p_.recompute == Recompute::kSelectiveOp) {
+          l.work += lc.act_none - l.saved;
+        }
+        chunk.push_back(l);
+      }
+      chunks_.push_back(std::move(chunk));
+    }
+    // Saved activations come as tensors the size of the layer's input as the rank holds it (split over
+    // TP with SP): most of Korthikanti's per-layer terms are one or a few of them.
+    piece_ = Bytes::from_double(std::max(1.0, c_.layer_input.to_double() / (p_.sp ? d(p_.tp) : 1.0)));
+    // The allocator's state repeats once the schedule is in its steady phase: micro-batches beyond 2 pp
+    // (a multiple of pp, as interleaving needs) add nothing new, except under GPipe, which holds them all.
+    replay_ = p_;
+    const int64_t cap = 2 * p_.pp;
+    if (p_.schedule != Schedule::kGpipe && p_.microbatches() > cap) replay_.gbs = cap * p_.dp * p_.mbs;
+    order_ = pipeline_order(replay_, s_);
+    const size_t passes = static_cast<size_t>(replay_.microbatches() * p_.vp);
+    saved_.resize(passes);
+    loss_.assign(passes, -1);
+    if (first_) params_.push_back(c_.pre.params);
+    if (last_) params_.push_back(c_.post.params);
+    const hw::DType act = p_.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p_.precision;
+    dt_ = d(hw::dtype_bytes(act));
+    logits_ = last_ ? d(p_.mbs) * d(p_.seq / p_.cp) * d(m_.vocab) / d(p_.tp) : 0.0;
+  }
+
+  AllocatorEstimate run() {
+    start();
+    for (int step = 0; step < 2; ++step) {
+      root_ = head_grad_ = -1;
+      for (const PipelinePass& x : order_) {
+        if (x.kind == PassKind::kForward) forward(x.chunk, x.microbatch);
+        if (x.kind == PassKind::kBackward) backward(x.chunk, x.microbatch);
+        if (x.kind == PassKind::kWeight) free_saved(x.chunk, x.microbatch);
+      }
+      free(root_);
+      free(head_grad_);
+      if (step == 0 && !p_.optimizer_offload) {
+        // Adam's moments, created at the first optimizer step.
+        for (int64_t n : params_) alloc(times(n, d(k_.moment_bytes) / opt_shards()));
+      }
+    }
+    return AllocatorEstimate{a_.peak_allocated(), a_.peak_reserved()};
+  }
+
+ private:
+  size_t slot(int32_t chunk, int32_t mb) const {
+    return static_cast<size_t>(chunk) * static_cast<size_t>(replay_.microbatches()) + static_cast<size_t>(mb);
+  }
+  double opt_shards() const { return p_.sharding == Sharding::kNone ? 1.0 : d(p_.shard_size()); }
+
+  int64_t alloc(Bytes b) { return b.count() > 0 ? a_.allocate(b) : -1; }
+  void free(int64_t h) {
+    if (h >= 0) a_.release(h);
+  }
+
+  void start() {
+    for (int64_t n : params_) {
+      if (!zero3_) {
+        alloc(times(n, d(k_.weight_bytes)));
+        alloc(times(n, d(p_.grad_bytes) / (p_.sharding == Sharding::kZero2 ? d(p_.shard_size()) : 1.0)));
+      }
+      if (!p_.optimizer_offload) alloc(times(n, d(k_.master_bytes) / opt_shards()));
+    }
+  }
+
+  void forward(int32_t chunk, int32_t mb) {
+    std::vector<int64_t>& held = saved_[slot(chunk, mb)];
+    if (zero3_ && root_ < 0 && (first_ || last_)) {
+      root_ = alloc(times((first_ ? c_.pre.params : 0) + (last_ ? c_.post.params : 0), d(k_.weight_bytes)));
+    }
+    if (first_ && chunk == 0) held.push_back(alloc(c_.pre.act_none));
+    for (const Layer& l : chunks_[static_cast<size_t>(chunk)]) {
+      // Offloaded activations live in host memory (the one in flight is not traced).
+      for (Bytes left = p_.activation_offload ? Bytes(0) : l.saved; left.count() > 0; left -= std::min(left, piece_)) held.push_back(alloc(std::min(left, piece_)));
+      held.push_back(-2);  // the end of a layer
+    }
+    if (last_ && chunk == p_.vp - 1) {
+      const Bytes softmax = Bytes::from_double(4.0 * logits_);
+      held.push_back(alloc(std::max(Bytes(0), c_.post.act_none - softmax)));
+      const int64_t l16 = alloc(Bytes::from_double(dt_ * logits_));
+      if (p_.eager) {
+        const int64_t l32 = alloc(softmax);
+        free(l16);
+        loss_[slot(chunk, mb)] = alloc(softmax);  // log_softmax's output
+        free(l32);
+      } else {
+        loss_[slot(chunk, mb)] = alloc(softmax);  // the fp32 softmax, the gradient in place later
+        free(l16);
+      }
+    }
+  }
+
+  void backward(int32_t chunk, int32_t mb) {
+    if (last_ && chunk == p_.vp - 1) {
+      const Bytes softmax = Bytes::from_double(4.0 * logits_);
+      const int64_t saved = loss_[slot(chunk, mb)];
+      loss_[slot(chunk, mb)] = -1;
+      int64_t grad = -1;
+      if (p_.eager) {
+        const int64_t nll = alloc(softmax);
+        const int64_t g32 = alloc(softmax);
+        free(nll);
+        free(saved);
+        grad = alloc(Bytes::from_double(dt_ * logits_));
+        free(g32);
+      } else {
+        grad = alloc(Bytes::from_double(dt_ * logits_));
+        free(saved);
+      }
+      if (zero3_ && head_grad_ < 0) head_grad_ = alloc(times(c_.post.params, d(k_.weight_bytes)));
+      const int64_t dx = alloc(c_.layer_input);
+      free(grad);
+      free(dx);
+    }
+    // The chunk's layers in reverse: each one's working set above everything, the layer's saved
+    // tensors freed, then the working set.
+    const bool zb = p_.schedule == Schedule::kZeroBubble;
+    std::vector<int64_t>& held = saved_[slot(chunk, mb)];
+    if (!zb && last_ && chunk == p_.vp - 1) {
+      free(held.back());  // the head's input
+      held.pop_back();
+    }
+    const auto& layers = chunks_[static_cast<size_t>(chunk)];
+    size_t end = held.size();
+    for (size_t i = layers.size(); i-- > 0;) {
+      const int64_t w = alloc(layers[i].work);
+      // held[.. end) ends with layer i's marker; its tensors precede it.
+      size_t begin = end - 1;
+      while (begin > 0 && held[begin - 1] != -2) --begin;
+      if (!zb) {
+        for (size_t j = end - 1; j-- > begin;) {
+          free(held[j]);
+          held[j] = -1;
+        }
+      }
+      free(w);
+      end = begin;
+    }
+    if (!zb) free_saved(chunk, mb);
+  }
+
+  void free_saved(int32_t chunk, int32_t mb) {
+    std::vector<int64_t>& held = saved_[slot(chunk, mb)];
+    for (auto h = held.rbegin(); h != held.rend(); ++h) free(*h);
+    held.clear();
+  }
+
+  const model::ModelSpec& m_;
+  const Plan& p_;
+  const ModelCosts& c_;
+  const MemoryConstants& k_;
+  int64_t s_;
+  CachingAllocator a_;
+  bool first_ = false, last_ = false, zero3_ = false;
+  struct Layer {
+    Bytes saved;  // one micro-batch's saved activations
+    Bytes work;   // the backward working set
+  };
+  std::vector<std::vector<Layer>> chunks_;
+  Bytes piece_;
+  Plan replay_;
+  std::vector<int64_t> params_;  // parameters on the rank: per layer, then the embedding and the head
+  double dt_ = 2.0;
+  double logits_ = 0.0;
+  std::vector<PipelinePass> order_;
+  std::vector<std::vector<int64_t>> saved_;  // per (chunk, micro-batch): the saved tensors' handles
+  std::vector<int64_t> loss_;                // per (chunk, micro-batch): the loss's saved tensor
+  int64_t root_ = -1;
+  int64_t head_grad_ = -1;
+};
+
+}  // namespace
+
+AllocatorEstimate allocator_estimate(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
+                                     int64_t stage, const MemoryConstants& k) {
+  return Trace(model, plan, costs, stage, k).run();
+}
+
+}  // namespace orrery::train
