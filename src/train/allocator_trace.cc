@@ -113,7 +113,12 @@ class Trace {
     if (first_ && chunk == 0) held.push_back(alloc(c_.pre.act_none));
     for (const Layer& l : chunks_[static_cast<size_t>(chunk)]) {
       // Offloaded activations live in host memory (the one in flight is not traced).
-      for (Bytes left = p_.activation_offload ? Bytes(0) : l.saved; left.count() > 0; left -= std::min(left, piece_)) held.push_back(alloc(std::min(left, piece_)));
+      Bytes left = p_.activation_offload ? Bytes(0) : l.saved;
+      while (left.count() > 0) {
+        const Bytes piece = std::min(left, piece_);
+        held.push_back(alloc(piece));
+        left -= piece;
+      }
       held.push_back(-2);  // the end of a layer
     }
     if (last_ && chunk == p_.vp - 1) {
@@ -166,17 +171,17 @@ class Trace {
     size_t end = held.size();
     for (size_t i = layers.size(); i-- > 0;) {
       const int64_t w = alloc(layers[i].work);
-      // held[.. end) ends with layer i's marker; its tensors precede it.
-      size_t begin = end - 1;
-      while (begin > 0 && held[begin - 1] != -2) --begin;
-      if (!zb) {
+      if (!zb && end > 0) {
+        // held[.. end) ends with layer i's marker; its tensors precede it.
+        size_t begin = end - 1;
+        while (begin > 0 && held[begin - 1] != -2) --begin;
         for (size_t j = end - 1; j-- > begin;) {
           free(held[j]);
           held[j] = -1;
         }
+        end = begin;
       }
       free(w);
-      end = begin;
     }
     if (!zb) free_saved(chunk, mb);
   }
