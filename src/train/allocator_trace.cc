@@ -61,8 +61,10 @@ class Trace {
     if (first_) params_.push_back(c_.pre.params);
     if (last_) params_.push_back(c_.post.params);
     const hw::DType act = p_.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p_.precision;
-    dt_ = d(hw::dtype_bytes(act));
-    logits_ = last_ ? d(p_.mbs) * d(p_.seq / p_.cp) * d(m_.vocab) / d(p_.tp) : 0.0;
+    const double dt = d(hw::dtype_bytes(act));
+    const double logits = last_ ? d(p_.mbs) * d(p_.seq / p_.cp) * d(m_.vocab) / d(p_.tp) : 0.0;
+    logits_ = Bytes::from_double(dt * logits);
+    softmax_ = Bytes::from_double(4.0 * logits);
   }
 
   AllocatorEstimate run() {
@@ -122,16 +124,15 @@ class Trace {
       held.push_back(-2);  // the end of a layer
     }
     if (last_ && chunk == p_.vp - 1) {
-      const Bytes softmax = Bytes::from_double(4.0 * logits_);
-      held.push_back(alloc(std::max(Bytes(0), c_.post.act_none - softmax)));
-      const int64_t l16 = alloc(Bytes::from_double(dt_ * logits_));
+      held.push_back(alloc(std::max(Bytes(0), c_.post.act_none - softmax_)));
+      const int64_t l16 = alloc(logits_);
       if (p_.eager) {
-        const int64_t l32 = alloc(softmax);
+        const int64_t l32 = alloc(softmax_);
         free(l16);
-        loss_[slot(chunk, mb)] = alloc(softmax);  // log_softmax's output
+        loss_[slot(chunk, mb)] = alloc(softmax_);  // log_softmax's output
         free(l32);
       } else {
-        loss_[slot(chunk, mb)] = alloc(softmax);  // the fp32 softmax, the gradient in place later
+        loss_[slot(chunk, mb)] = alloc(softmax_);  // the fp32 softmax, the gradient in place later
         free(l16);
       }
     }
@@ -139,19 +140,18 @@ class Trace {
 
   void backward(int32_t chunk, int32_t mb) {
     if (last_ && chunk == p_.vp - 1) {
-      const Bytes softmax = Bytes::from_double(4.0 * logits_);
       const int64_t saved = loss_[slot(chunk, mb)];
       loss_[slot(chunk, mb)] = -1;
       int64_t grad = -1;
       if (p_.eager) {
-        const int64_t nll = alloc(softmax);
-        const int64_t g32 = alloc(softmax);
+        const int64_t nll = alloc(softmax_);
+        const int64_t g32 = alloc(softmax_);
         free(nll);
         free(saved);
-        grad = alloc(Bytes::from_double(dt_ * logits_));
+        grad = alloc(logits_);
         free(g32);
       } else {
-        grad = alloc(Bytes::from_double(dt_ * logits_));
+        grad = alloc(logits_);
         free(saved);
       }
       if (zero3_ && head_grad_ < 0) head_grad_ = alloc(times(c_.post.params, d(k_.weight_bytes)));
@@ -207,8 +207,8 @@ class Trace {
   Bytes piece_;
   Plan replay_;
   std::vector<int64_t> params_;  // parameters on the rank: per layer, then the embedding and the head
-  double dt_ = 2.0;
-  double logits_ = 0.0;
+  Bytes logits_;   // the last stage's logits in the activation dtype (0 elsewhere)
+  Bytes softmax_;  // the same in fp32
   std::vector<PipelinePass> order_;
   std::vector<std::vector<int64_t>> saved_;  // per (chunk, micro-batch): the saved tensors' handles
   std::vector<int64_t> loss_;                // per (chunk, micro-batch): the loss's saved tensor

@@ -86,7 +86,6 @@ int64_t CachingAllocator::new_memory(int64_t size, int32_t pool, bool small) {
 }
 
 int64_t CachingAllocator::allocate(Bytes request, int32_t stream) {
-  const int64_t size = std::max(kMinBlockSize, round_up(request.count(), kMinBlockSize));
   if (mode_ == AllocatorMode::kNone) {
     Block x;
     x.size = request.count();
@@ -96,6 +95,7 @@ int64_t CachingAllocator::allocate(Bytes request, int32_t stream) {
     note_peaks();
     return static_cast<int64_t>(blocks_.size()) - 1;
   }
+  const int64_t size = std::max(kMinBlockSize, round_up(request.count(), kMinBlockSize));
   const bool small = size <= kSmallSize;
   const int32_t pool = stream * 2 + (small ? 1 : 0);
   while (free_.size() <= static_cast<size_t>(pool)) {

@@ -72,12 +72,13 @@ class Staircase {
   std::map<int64_t, double> steps_;  // memory -> throughput, both increasing
 };
 
-// A simulation's figures into its candidate.
+// The plan as the search costs its memory: the tensors alone (planner.h, "Memory").
 Plan tensors_only(Plan p) {
   p.allocator = AllocatorMode::kNone;
   return p;
 }
 
+// A simulation's figures into its candidate.
 void record_run(Candidate& c, const TrainResult& t) {
   c.status = CandidateStatus::kSimulated;
   c.step_time = t.step.step_time;
@@ -521,26 +522,31 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     return a->peak != b->peak ? a->peak < b->peak : a->index < b->index;
   });
   for (size_t k = 0; k < std::min(o.top_k, over.size()); ++k) r.closest_over_budget.push_back(*over[k]);
-  // The reported plans' memory as the caching allocator reserves it (train/allocator_trace.h).
-  std::vector<Candidate*> reported;
-  for (auto* list : {&r.top, &r.pareto, &r.fastest_over_budget, &r.closest_over_budget}) {
-    for (Candidate& c : *list) reported.push_back(&c);
+  // The reported plans' memory as the caching allocator reserves it (train/allocator_trace.h), traced
+  // once per plan (the best plans are in the top K and on the front).
+  std::map<size_t, Bytes> reserved;
+  for (const auto* list : {&r.top, &r.pareto, &r.fastest_over_budget, &r.closest_over_budget}) {
+    for (const Candidate& c : *list) reserved.emplace(c.index, c.peak);
   }
-  parallel_for(
-      reported.size(), 1, threads,
-      [&](size_t i) {
-        Candidate& c = *reported[i];
-        c.reserved = c.peak;
-        if (c.plan.allocator == AllocatorMode::kNone) return;
-        try {
-          const AlphaBetaComm comm(cluster, c.plan);
-          const ModelCosts costs = model_costs(model, c.plan, compute, comm);
-          c.reserved = memory_model(model, c.plan, costs, gpu, o.evaluate.memory).peak;
-        } catch (const std::exception&) {
-          c.reserved = c.peak;  // costed before without error; keep the tensors' figure
-        }
-      },
-      [](size_t) {});
+  std::vector<std::pair<const size_t, Bytes>*> slots;
+  for (auto& e : reserved) slots.push_back(&e);
+  if (o.base.allocator != AllocatorMode::kNone) {
+    parallel_for(
+        slots.size(), 1, threads,
+        [&](size_t i) {
+          const Plan& p = cands[slots[i]->first].plan;
+          try {
+            const AlphaBetaComm comm(cluster, p);
+            slots[i]->second = memory_model(model, p, model_costs(model, p, compute, comm), gpu, o.evaluate.memory).peak;
+          } catch (const std::exception&) {
+            // Costed before without error; the tensors' figure stays.
+          }
+        },
+        [](size_t) {});
+  }
+  for (auto* list : {&r.top, &r.pareto, &r.fastest_over_budget, &r.closest_over_budget}) {
+    for (Candidate& c : *list) c.reserved = reserved.at(c.index);
+  }
   for (auto& [key, rc] : reasons) r.reasons.push_back(std::move(rc));
   if (o.keep_candidates) r.candidates = std::move(cands);
   std::stable_sort(r.reasons.begin(), r.reasons.end(),
