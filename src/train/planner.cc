@@ -242,7 +242,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
 }
 
 double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, const ModelCosts& c,
-                              const compute::ComputeModel& cm, const CommModel& comm) {
+                              const compute::ComputeModel& cm, const CommModel& comm, bool share_links) {
   const int64_t pp = p.pp;
   const int64_t v = p.vp;
   const int64_t m = p.microbatches();
@@ -308,7 +308,10 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
           if (p.grad_sync == GradSync::kDense) reductions += reduce.time(n);
         }
       }
-      step_lb = std::max({step_lb, gathers * m, reductions * m});
+      // With link sharing both streams' collectives are work on the one link of the shard group
+      // (processor sharing conserves it: train/task_graph.h), so the link is busy for their sum.
+      const bool one_link = share_links && comm.link(Group::kDpShard).has_value();
+      step_lb = std::max(step_lb, one_link ? (gathers + reductions) * m : std::max(gathers, reductions) * m);
     }
     chain_f += f0 + hop;
     chain_b += b0 + hop;
@@ -329,6 +332,11 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   auto report = [&o](std::string_view phase, uint64_t done, uint64_t total) {
     if (o.progress) o.progress(phase, done, total);
   };
+
+  EvaluateOptions eo = o.evaluate;
+  eo.simulate = true;
+  eo.step = StepOptions{};
+  eo.topology = nullptr;  // the search runs on the alpha-beta model; a topology re-ranks (phase 3)
 
   // Phase 1: validity and memory (evaluate() with simulate = false), and the throughput bound.
   report("filter", 0, n);
@@ -354,7 +362,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
           c.peak = mem.peak;
           c.peak_stage = mem.peak_stage;
           c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
-          c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm);
+          c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm, eo.step.share_links);
         } catch (const std::exception& e) {
           set_error(c, e);
           return;
@@ -380,10 +388,6 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     const double x = cands[a].bound_tokens_per_s_per_gpu, y = cands[b].bound_tokens_per_s_per_gpu;
     return x != y ? x > y : a < b;
   });
-  EvaluateOptions eo = o.evaluate;
-  eo.simulate = true;
-  eo.step = StepOptions{};
-  eo.topology = nullptr;  // the search runs on the alpha-beta model; a topology re-ranks (phase 3)
   auto simulate = [&](size_t i) {
     Candidate& c = cands[i];
     TrainResult t;

@@ -23,8 +23,12 @@
 //     (stage s starts when micro-batch 0 has come through stages 0..s-1; after its last backward,
 //     which is chunk 0's, the gradient still goes down through stages s-1..0, then stage 0 steps the
 //     optimizer). Zero-bubble schedules may run weight-gradient passes after the last B, so for them
-//     only step >= sum_{s'<s} (F_s' + x) + m W_s + O_s is used. Data-parallel collectives are left
-//     out (they only lengthen the step). bound = gbs seq / (step_lb gpus).
+//     only step >= sum_{s'<s} (F_s' + x) + m W_s + O_s is used. ZeRO-3 adds its per-layer collectives:
+//     m x (an all-gather per layer for each forward and backward) on the gather stream and m x (a
+//     reduce-scatter per layer) on the gradient stream; where the simulation shares the shard group's
+//     link between them (StepOptions::share_links and a known link kind), the link does their summed
+//     work (processor sharing conserves it), so the sum bounds the step, else each alone. Other
+//     data-parallel collectives are left out (they only lengthen the step). bound = gbs seq / (step_lb gpus).
 //   Pruning by the bound (exact: it never changes the top K or the Pareto front): plans within the
 //     budget are simulated in rounds in order of decreasing bound (ties by enumeration index), a
 //     round being the next kRoundSize plans not skipped; a plan is skipped when its bound is below the
@@ -167,8 +171,9 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                                   const PlannerOptions& options);
 
 // Upper bound on tokens/s per GPU of a valid plan from its costs (the model card's step_lb).
+// share_links: the simulation's StepOptions::share_links (the planner's is the default, true).
 double throughput_upper_bound(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
-                              const compute::ComputeModel& compute, const CommModel& comm);
+                              const compute::ComputeModel& compute, const CommModel& comm, bool share_links = true);
 
 // The whole search. REQUIRES: options.gpus, seq, gbs > 0; 0 <= budget. Never throws for a plan that
 // is invalid or does not fit: those are candidates with a reason.

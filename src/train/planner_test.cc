@@ -1,6 +1,7 @@
 #include "train/planner.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -192,14 +193,17 @@ TEST(Planner, PruningIsExactWithExpertAndContextParallelism) {
 }
 
 // Every collective takes `coll`, every pipeline transfer `p2p` (as in simulator_test.cc).
+// `link`: the link kind every group's traffic uses (for the simulator's link sharing); none by default.
 class FixedComm final : public CommModel {
  public:
-  FixedComm(Time coll, Time p2p) : coll_(coll), p2p_(p2p) {}
+  FixedComm(Time coll, Time p2p, std::optional<LinkKind> link = std::nullopt) : coll_(coll), p2p_(p2p), link_(link) {}
   Time collective(coll::Op, Bytes, Group) const override { return coll_; }
   Time p2p(Bytes) const override { return p2p_; }
+  std::optional<LinkKind> link(Group) const override { return link_; }
 
  private:
   Time coll_, p2p_;
+  std::optional<LinkKind> link_;
 };
 
 // Where the simulation is the textbook pipeline (equal stages, no communication), the bound is exact.
@@ -239,6 +243,44 @@ TEST(ThroughputBound, EqualsTheIdealPipelineStep) {
     EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, comm), expected, expected * 1e-12) << schedule_name(schedule);
     EXPECT_EQ(simulate_step(model, p, c, cm, comm).step_time, step) << schedule_name(schedule);
   }
+}
+
+// ZeRO-3's collectives on one link. 4 layers of 0.1 ms forward, input and weight gradient each, dp 2,
+// m = 2 micro-batches; every collective takes 4 ms alone. Per micro-batch the gather stream runs one
+// all-gather per layer before its forward and one before its backward (8 x 4 = 32 ms) and the gradient
+// stream one reduce-scatter per layer (4 x 4 = 16 ms). Sharing the NIC (processor sharing conserves
+// work), the link is busy for their sum, 2 x (32 + 16) = 96 ms, which the compute (2 x 1.2 ms) does not
+// reach: step_lb = 96 ms and bound = gbs seq / (96 ms x 2 GPUs). Without sharing each stream alone:
+// 2 x max(32, 16) = 64 ms. The simulated step may not be shorter than either.
+TEST(ThroughputBound, Zero3CollectivesOnOneLinkAddUp) {
+  const model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  ModelCosts c;
+  c.layer.resize(4);
+  for (LayerCost& l : c.layer) {
+    l.fwd = Time::us(100);
+    l.bwd_input = Time::us(100);
+    l.bwd_weight = Time::us(100);
+    l.params = 1000;
+  }
+  Plan p;
+  p.dp = 2;
+  p.gbs = 4;
+  p.seq = 2048;
+  p.sharding = Sharding::kZero3;
+  ASSERT_EQ(p.microbatches(), 2);
+  const FixedComm comm(Time::ms(4), Time::zero(), LinkKind::kNic);
+  const auto tokens = [&](double step_ms) { return 4.0 * 2048.0 / (step_ms * 1e-3 * 2.0); };
+  EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, comm, true), tokens(96), tokens(96) * 1e-12);
+  EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, comm, false), tokens(64), tokens(64) * 1e-12);
+  EXPECT_GE(simulate_step(model, p, c, cm, comm).step_time, Time::ms(96));
+  StepOptions alone;
+  alone.share_links = false;
+  EXPECT_GE(simulate_step(model, p, c, cm, comm, alone).step_time, Time::ms(64));
+  // Without a known link (no sharing in the simulation either) the streams count alone.
+  const FixedComm unknown(Time::ms(4), Time::zero());
+  EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, unknown, true), tokens(64), tokens(64) * 1e-12);
 }
 
 TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
