@@ -71,6 +71,10 @@ void run_demo(Context& ctx, const DemoConfig& cfg) {
   if (!(cfg.tokens > 0)) throw InputError(cl.with_key("--tokens"), "must be positive");
   const io::Catalog& c = ctx.catalog();
   const hw::GpuSpec& state_gpu = c.hw.get_gpu(cfg.state_gpu, cl.with_key("--state-gpu"));
+  // Every pillar's inputs before any question runs, so a bad flag is reported at once.
+  check_demo_training(c, cfg.training);
+  check_demo_serving(c, cfg.serving);
+  check_demo_gossip(cfg.gossip);
 
   // Question 1: models.
   Table mt({"model", "params", "active", "published", "error", "train FLOP/token", "state (16 B/param)",

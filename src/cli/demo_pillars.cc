@@ -31,9 +31,9 @@ const Where kCl{"<command line>", 0, ""};
 
 std::string pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 
-}  // namespace
-
-DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
+// The first plan one would try, checked: Megatron's TP (with sequence parallelism) and PP, DP over the
+// rest, one sequence per micro-batch, no sharding, no recompute. Throws InputError naming the demo flag.
+tr::Plan first_plan(const io::Catalog& catalog, const DemoTraining& cfg) {
   const model::ModelSpec model = catalog.model(cfg.model, kCl.with_key("--train-model"));
   const hw::GpuSpec& gpu = catalog.hw.get_gpu(cfg.gpu, kCl.with_key("--train-gpu"));
   if (cfg.top < 1 || cfg.top > 20) throw InputError(kCl.with_key("--train-top"), fmt::format("expected 1..20, found {}", cfg.top));
@@ -49,12 +49,6 @@ DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
     const std::string flag = k == "--seq" ? "--train-seq" : k == "--gbs" ? "--train-gbs" : k == "--gpus" ? "--train-gpus" : k;
     throw InputError(kCl.with_key(flag), e.message(), e.hint());
   }
-  const hw::NodeSpec* node = training_node(catalog.hw, gpu, "");
-  const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, Bandwidth(50e9));  // 400 Gb/s NICs
-  const compute::ComputeModel cm(gpu, training_calibration(gpu, KernelArgs{}));
-
-  // The plan a user would try first: Megatron's TP (with sequence parallelism) and PP, DP over the
-  // rest, one sequence per micro-batch, no sharding, no recompute.
   tr::Plan mine;
   mine.tp = cfg.tp;
   mine.pp = cfg.pp;
@@ -76,6 +70,20 @@ DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
                                                                     : "--train-gpus";
     throw InputError(kCl.with_key(flag), broken.front().message + " (" + k + ")");
   }
+  return mine;
+}
+
+}  // namespace
+
+void check_demo_training(const io::Catalog& catalog, const DemoTraining& cfg) { (void)first_plan(catalog, cfg); }
+
+DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
+  const tr::Plan mine = first_plan(catalog, cfg);
+  const model::ModelSpec model = catalog.model(cfg.model, kCl.with_key("--train-model"));
+  const hw::GpuSpec& gpu = catalog.hw.get_gpu(cfg.gpu, kCl.with_key("--train-gpu"));
+  const hw::NodeSpec* node = training_node(catalog.hw, gpu, "");
+  const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, Bandwidth(50e9));  // 400 Gb/s NICs
+  const compute::ComputeModel cm(gpu, training_calibration(gpu, KernelArgs{}));
   const tr::TrainResult r = tr::evaluate(model, mine, cluster, cm);
 
   tr::PlannerOptions o;
@@ -146,9 +154,9 @@ DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg) {
   return s;
 }
 
-DemoSection demo_serving(const io::Catalog& catalog, const DemoServing& cfg, uint64_t seed) {
-  const model::ModelSpec model = catalog.model(cfg.model, kCl.with_key("--serve-model"));
-  const hw::GpuSpec& gpu = catalog.hw.get_gpu(cfg.gpu, kCl.with_key("--serve-gpu"));
+void check_demo_serving(const io::Catalog& catalog, const DemoServing& cfg) {
+  (void)catalog.model(cfg.model, kCl.with_key("--serve-model"));
+  (void)catalog.hw.get_gpu(cfg.gpu, kCl.with_key("--serve-gpu"));
   if (!(cfg.rate > 0.0) || !std::isfinite(cfg.rate) || cfg.rate > 1e5) {
     throw InputError(kCl.with_key("--serve-rate"), fmt::format("expected a rate in (0, 1e5] requests/s, found {}", cfg.rate));
   }
@@ -162,6 +170,12 @@ DemoSection demo_serving(const io::Catalog& catalog, const DemoServing& cfg, uin
       throw InputError(kCl.with_key("--serve-schedulers"), "unknown scheduler '" + name + "'", suggest(name, known));
     }
   }
+}
+
+DemoSection demo_serving(const io::Catalog& catalog, const DemoServing& cfg, uint64_t seed) {
+  check_demo_serving(catalog, cfg);
+  const model::ModelSpec model = catalog.model(cfg.model, kCl.with_key("--serve-model"));
+  const hw::GpuSpec& gpu = catalog.hw.get_gpu(cfg.gpu, kCl.with_key("--serve-gpu"));
   const sv::WorkloadSpec spec = sv::parse_workload_spec("default");
   const int64_t n = cfg.requests;
   const sv::WorkloadFactory factory = [spec, seed, n](double rate) { return sv::make_workload(spec, rate, seed, n); };
@@ -210,13 +224,19 @@ DemoSection demo_serving(const io::Catalog& catalog, const DemoServing& cfg, uin
   return s;
 }
 
-DemoSection demo_gossip(const DemoGossip& cfg, uint64_t seed) {
+void check_demo_gossip(const DemoGossip& cfg) {
   if (cfg.iters < 10 || cfg.iters > 100'000) {
     throw InputError(kCl.with_key("--gossip-iters"), fmt::format("expected 10..100000, found {}", cfg.iters));
   }
   if (!(cfg.horizon_s > 0.0) || !std::isfinite(cfg.horizon_s)) {
     throw InputError(kCl.with_key("--gossip-horizon"), fmt::format("expected a positive time in seconds, found {}", cfg.horizon_s));
   }
+  (void)dc::parse_topology(cfg.topology, kCl.with_key("--gossip-topology"));
+  (void)dc::parse_heterogeneity(cfg.heterogeneity, kCl.with_key("--gossip-heterogeneity"));
+}
+
+DemoSection demo_gossip(const DemoGossip& cfg, uint64_t seed) {
+  check_demo_gossip(cfg);
   const dc::GraphSequence seq = dc::parse_topology(cfg.topology, kCl.with_key("--gossip-topology"));
   dc::SyntheticSpec ps;  // the papers' problem: 1.44 M samples, more than kMaxNodes, so every node has some
   ps.nodes = seq.num_nodes();

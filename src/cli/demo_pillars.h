@@ -33,6 +33,8 @@ struct DemoTraining {
   int64_t top = 3;
 };
 DemoSection demo_training(const io::Catalog& catalog, const DemoTraining& cfg);
+// Its inputs alone (cheap): throws the InputError demo_training would, before any work.
+void check_demo_training(const io::Catalog& catalog, const DemoTraining& cfg);
 
 // Q5. What each scheduler gives on the Azure-conversation-fitted workload at `rate`, and the largest
 // rate at which it stays stable (serve/capacity.h).
@@ -44,6 +46,7 @@ struct DemoServing {
   std::vector<std::string> schedulers = {"vllm", "sarathi", "wait", "orca"};
 };
 DemoSection demo_serving(const io::Catalog& catalog, const DemoServing& cfg, uint64_t seed);
+void check_demo_serving(const io::Catalog& catalog, const DemoServing& cfg);
 
 // Q6. Decentralized training on nodes of unequal speed: what synchronous and asynchronous gossip reach
 // in the same simulated time (decentral/runner.h).
@@ -54,5 +57,6 @@ struct DemoGossip {
   double horizon_s = 1.0;  // "in the same simulated time"
 };
 DemoSection demo_gossip(const DemoGossip& cfg, uint64_t seed);
+void check_demo_gossip(const DemoGossip& cfg);
 
 }  // namespace orrery::cli
