@@ -325,4 +325,37 @@ expect replay-bad-model 2 "heads.csv:3: heads: row R1: heads \\(20\\) must divid
 sed 's/,24,2304,24,24,9216,/,24,2304,18,18,9216,/; s/,32,1,1,32,1,1,1,,512,/,32,8,1,4,1,1,1,,512,/' "$tabl" > "$tmp/tp.csv"
 expect replay-bad-plan 2 "tp.csv:3: .*row R1: .*tp=8 does not divide heads=18" -- train --replay "$tmp/tp.csv"
 
+# MoE dispatch (train/plan.h MoeDispatcher): DeepEP sends a token once per EP rank it reaches. Qwen3-30B-A3B
+# (128 experts, top-8) over ep 8: the JSON records the copies, top_k = 8 with the all-to-all dispatcher,
+# 8 (1 - C(112,8)/C(128,8)) = 5.339 under uniform routing with DeepEP, 1 when stated; the EP time follows
+# (fewer bytes, never more time).
+moe=(train --model qwen3-30b-a3b --gpu h100-sxm --gpus 8 --dp 8 --ep 8 --mbs 1 --gbs 8 --seq 4096)
+if python3 - "$bin" "${moe[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+a, d, one = run(), run("--moe-dispatcher", "deepep"), run("--moe-dispatcher", "deepep", "--moe-ranks-per-token", "1")
+assert a["plan"]["moe_dispatcher"] == "alltoall" and a["plan"]["moe_copies_per_token"] == 8
+assert abs(d["plan"]["moe_copies_per_token"] - 5.3394) < 1e-4, d["plan"]["moe_copies_per_token"]
+assert one["plan"]["moe_copies_per_token"] == 1 and one["plan"]["moe_ranks_per_token"] == 1
+assert a["time"]["ep"] > d["time"]["ep"] > one["time"]["ep"] > 0
+assert a["plan"]["grad_bytes"] == 4 and a["plan"]["capacity_factor"] == 0 and a["plan"]["load_imbalance"] == 1
+PY
+then pass=$((pass+1)); else echo "FAIL moe dispatcher json"; fail=$((fail+1)); fi
+expect moe-dispatcher-bad 2 "--moe-dispatcher: unknown MoE token dispatcher 'deeep'; did you mean 'deepep'" -- "${moe[@]}" --moe-dispatcher deeep
+expect moe-ranks-alltoall 2 "moe_ranks_per_token: MoE ranks per token applies to the deepep dispatcher" -- "${moe[@]}" --moe-ranks-per-token 1
+expect moe-ranks-range 2 "must be in \[1, min\(top_k, ep\)\] = \[1, 8\]" -- "${moe[@]}" --moe-dispatcher deepep --moe-ranks-per-token 9
+expect plan-moe-ranks-alltoall 2 "--moe-ranks-per-token: applies to --moe-dispatcher deepep" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --moe-ranks-per-token 1
+
+# The MoE held-out table (data/published/moe_h100_bf16.csv) names its models: a catalog name and a
+# config.json beside the table; each row's command line reproduces its prediction.
+if [ -n "${ORRERY_SOURCE_DIR:-}" ]; then
+  expect replay-moe 0 "M2: orrery train --model qwen3-30b-a3b .*--moe-dispatcher deepep --moe-ranks-per-token 1" -- train --replay "$ORRERY_SOURCE_DIR/data/published/moe_h100_bf16.csv" --commands
+  sed 's/,qwen3-30b-a3b,/,qwen3-31b-a3b,/' "$ORRERY_SOURCE_DIR/data/published/moe_h100_bf16.csv" > "$tmp/moe_bad.csv"
+  cp "$ORRERY_SOURCE_DIR/data/published/grok1_314b_nemo.json" "$tmp/"
+  expect replay-moe-unknown-model 2 "moe_bad.csv:[0-9]+: model: row M2: .*qwen3-31b-a3b.*did you mean 'qwen3-30b-a3b'" -- train --replay "$tmp/moe_bad.csv"
+  sed 's/^M2,\(.*\),48,2048,/M2,\1,47,2048,/' "$ORRERY_SOURCE_DIR/data/published/moe_h100_bf16.csv" > "$tmp/moe_layers.csv"
+  expect replay-moe-sizes 2 "moe_layers.csv:[0-9]+: layers: row M2: layers = 47 but the model 'qwen3-30b-a3b' has 48" -- train --replay "$tmp/moe_layers.csv"
+fi
+
 finish train

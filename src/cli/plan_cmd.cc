@@ -59,7 +59,8 @@ struct PlanTrainArgs {
   std::string sp = "both";
   int64_t grad_bytes = 4;
   std::string tp_overlap = "no";  // --tp-comm-overlap
-  double capacity_factor = 0.0, load_imbalance = 1.0;
+  double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
+  std::string moe_dispatcher = "alltoall";
   bool exhaustive = false;
   std::string candidates_csv;
 };
@@ -269,6 +270,14 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.allocator = parse_allocator(a.kernels.allocator);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
+  o.base.moe_dispatcher = tr::parse_moe_dispatcher(a.moe_dispatcher, kCl.with_key("--moe-dispatcher"));
+  o.base.moe_ranks_per_token = a.moe_ranks_per_token;
+  if (!(a.moe_ranks_per_token >= 0.0 && std::isfinite(a.moe_ranks_per_token))) {
+    throw InputError(kCl.with_key("--moe-ranks-per-token"), fmt::format("expected a finite number >= 0, found {}", a.moe_ranks_per_token));
+  }
+  if (a.moe_ranks_per_token > 0.0 && o.base.moe_dispatcher != tr::MoeDispatcher::kDeepEp) {
+    throw InputError(kCl.with_key("--moe-ranks-per-token"), "applies to --moe-dispatcher deepep (alltoall sends top_k copies)");
+  }
   if (!(a.capacity_factor >= 0.0 && std::isfinite(a.capacity_factor))) {
     throw InputError(kCl.with_key("--capacity-factor"), fmt::format("expected a finite number >= 0, found {}", a.capacity_factor));
   }
@@ -322,6 +331,11 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["gbs"] = a.gbs;
     j["precision"] = hw::dtype_name(o.base.precision);
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
+    j["grad_bytes"] = o.base.grad_bytes;
+    j["capacity_factor"] = o.base.capacity_factor;
+    j["load_imbalance"] = o.base.load_imbalance;
+    j["moe_dispatcher"] = tr::moe_dispatcher_name(o.base.moe_dispatcher);
+    j["moe_ranks_per_token"] = o.base.moe_ranks_per_token;
     j["comm_model"] = a.fabric.comm_model;
     if (topology) j["fabric"] = fabric_json(a.fabric);
     j["bound_violations"] = r.bound_violations;
@@ -426,6 +440,12 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
       ->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
   c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();
+  c->add_option("--moe-dispatcher", a->moe_dispatcher,
+                "MoE token exchange: alltoall (Megatron-Core: top_k copies per token) | deepep (one copy per EP rank reached)")
+      ->capture_default_str();
+  c->add_option("--moe-ranks-per-token", a->moe_ranks_per_token,
+                "deepep: EP ranks each token reaches, at most min(top_k, ep) (0 = expected under uniform routing)")
+      ->capture_default_str();
   c->add_flag("--exhaustive", a->exhaustive, "simulate every plan within the budget (no bound pruning)");
   c->add_option("--candidates-csv", a->candidates_csv, "write every candidate with its status and reason")
       ->type_name("FILE");

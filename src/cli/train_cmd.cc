@@ -42,7 +42,8 @@ struct TrainArgs {
   int64_t first_stage_layers = 0, last_stage_layers = 0;
   std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes";
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
-  double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0;
+  double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
+  std::string moe_dispatcher = "alltoall";
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
@@ -136,6 +137,8 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   }
   p.bucket_bytes = static_cast<int64_t>(a.bucket_mb * 1e6);
   p.capacity_factor = a.capacity_factor;
+  p.moe_dispatcher = tr::parse_moe_dispatcher(a.moe_dispatcher, kCl.with_key("--moe-dispatcher"));
+  p.moe_ranks_per_token = a.moe_ranks_per_token;
   p.load_imbalance = a.load_imbalance;
   p.grad_sync = tr::parse_grad_sync(a.grad_sync, kCl.with_key("--grad-sync"));
   p.grad_density = a.grad_density;
@@ -397,7 +400,28 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"microbatches", plan.microbatches()},
                  {"recompute", tr::recompute_name(plan.recompute)},
                  {"precision", hw::dtype_name(plan.precision)},
-                 {"dp_sharding", tr::sharding_name(plan.sharding)}};
+                 {"dp_sharding", tr::sharding_name(plan.sharding)},
+                 // The rest of the resolved plan (rule 6: a result records its whole configuration).
+                 {"shard_group", plan.shard_group},
+                 {"unsharded_layers", plan.unsharded_layers},
+                 {"fsdp_prefetch", plan.fsdp_prefetch},
+                 {"recompute_layers", plan.recompute_layers},
+                 {"activation_offload", plan.activation_offload},
+                 {"optimizer_offload", plan.optimizer_offload},
+                 {"flash_attention", plan.flash_attention},
+                 {"grad_bytes", plan.grad_bytes},
+                 {"bucket_bytes", plan.bucket_bytes},
+                 {"grad_sync", tr::grad_sync_name(plan.grad_sync)},
+                 {"grad_density", plan.grad_density},
+                 {"overlap_grad_reduce", plan.overlap_grad_reduce},
+                 {"overlap_param_gather", plan.overlap_param_gather},
+                 {"tp_comm_overlap", plan.tp_comm_overlap},
+                 {"capacity_factor", plan.capacity_factor},
+                 {"load_imbalance", plan.load_imbalance},
+                 {"moe_dispatcher", tr::moe_dispatcher_name(plan.moe_dispatcher)},
+                 {"moe_ranks_per_token", plan.moe_ranks_per_token},
+                 {"moe_copies_per_token", model.is_moe() ? Json(plan.moe_copies_per_token(model.moe.num_experts, model.moe.top_k))
+                                                         : Json(nullptr)}};
     if (model.is_dit()) j["video"] = video_json(model.dit);
     j["stragglers"] = opt.step.stage_slowdown;  // per stage slowdown factor; empty = none
     Json links = Json::array();
@@ -558,6 +582,12 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
   c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
+  c->add_option("--moe-dispatcher", a->moe_dispatcher,
+                "MoE token exchange: alltoall (Megatron-Core: top_k copies per token) | deepep (one copy per EP rank reached)")
+      ->capture_default_str();
+  c->add_option("--moe-ranks-per-token", a->moe_ranks_per_token,
+                "deepep: EP ranks each token reaches, in [1, min(top_k, ep)] (0 = expected under uniform routing)")
+      ->capture_default_str();
   c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();
   c->add_option("--grad-sync", a->grad_sync, "dense | sparse | zen")->capture_default_str();
   c->add_option("--grad-density", a->grad_density, "gradient density of sparse sync, (0, 1]")->capture_default_str();
@@ -630,10 +660,12 @@ void run_replay(Context& ctx, const std::string& path, const std::string& rows, 
       a.seq_given = true;
       run = simulate_train(ctx, a);
     } catch (const InputError& e) {
-      throw InputError(Where{m->file, m->line, e.where().key}, fmt::format("row {}: {}", m->id, e.message()), e.hint());
+      const std::string key = e.where().key == "--model" ? "model" : e.where().key;  // the row's column
+      throw InputError(Where{m->file, m->line, key}, fmt::format("row {}: {}", m->id, e.message()), e.hint());
     } catch (const CLI::ParseError& e) {
       throw InputError(Where{m->file, m->line, "id"}, fmt::format("row {}: {}", m->id, e.what()));
     }
+    if (!m->model.empty()) tr::check_measured_model(*m, run.model);
     Out o{m, tr::measured_metric(*m, run.model, run.plan, run.r), 0.0, run.r.step.step_time.to_seconds(),
           m->metric.rfind("peak_memory", 0) == 0, run.r.step.breakdown, run.r.memory.fits, run.r.memory.peak,
           run.r.memory.capacity};

@@ -322,7 +322,8 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
       c.cp_bwd = std::max(Time::zero(), ring * 2 - c.recompute_selective * 2);
     }
     if (m.is_moe_layer(g.layer_indices.front()) && p.ep > 1) {
-      const Bytes a2a = Bytes::from_double(d(shape.tokens()) * d(m.moe.top_k) * d(m.hidden) * dtb / (p.sp ? tp : 1.0));
+      const double copies = p.moe_copies_per_token(m.moe.num_experts, m.moe.top_k);
+      const Bytes a2a = Bytes::from_double(d(shape.tokens()) * copies * d(m.hidden) * dtb / (p.sp ? tp : 1.0));
       c.ep_fwd = comm.collective(coll::Op::kAllToAll, a2a, Group::kEp) * 2;
       c.ep_bwd = c.ep_fwd;
     }

@@ -34,7 +34,8 @@
 //     Layers without the four dense projections (MoE, MLA, DiT) keep the older rule: the pass's TP
 //     time beyond the pass's whole compute is exposed. CP: K and V (backward: their gradients too) go around the
 //     ring in cp-1 steps, overlapped with the attention kernel (exposed part only). EP: 2 all-to-alls of
-//     tokens*top_k*h per pass.
+//     tokens*copies*h per pass, copies = Plan::moe_copies_per_token (top_k with Megatron's all-to-all
+//     dispatcher; the EP ranks a token reaches with DeepEP's).
 //     Saved activations (Korthikanti Sec. 4.1, per op): column-GEMM inputs and outside-region ops / tp
 //     only with SP; everything else / tp. Selective recompute drops the attention core's saved tensors
 //     except its Q, K, V inputs; full recompute keeps the layer input only (2*b*s*h/cp, / tp with SP).

@@ -83,5 +83,32 @@ TEST(LayerCosts, TransformerEngineOverlapPairsEachTpCollectiveWithOneGemm) {
   }
 }
 
+// A collective's time is its bytes at 1 B/ps, so each pass's EP time shows the bytes the all-to-alls move:
+// 2 per pass of tokens x copies x h x 2 B. Mixtral-like, 8 experts, top-2, ep 4, T = 1024 tokens,
+// h = 1024: alltoall 2 x 1024 x 2 x 1024 x 2 B = 8,388,608 B; deepep with the uniform expectation
+// 13/7 copies (plan_test.cc) 2 x 1024 x 13/7 x 2048 B = 7,789,421.7 B; deepep reaching one rank 4,194,304 B.
+class BytesComm final : public CommModel {
+ public:
+  Time collective(coll::Op, Bytes b, Group) const override { return Time::ps(b.count()); }
+  Time p2p(Bytes) const override { return Time::zero(); }
+};
+
+TEST(LayerCosts, ExpertAllToAllsMoveTheDispatchersCopies) {
+  const model::ModelSpec m = testing::small_moe(2, 1024);
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  Plan p;
+  p.dp = 4;
+  p.ep = 4;
+  p.seq = 1024;
+  p.gbs = 4;
+  const BytesComm comm;
+  EXPECT_EQ(model_costs(m, p, cm, comm).layer[0].ep_fwd.picoseconds(), 8'388'608);
+  p.moe_dispatcher = MoeDispatcher::kDeepEp;
+  EXPECT_NEAR(static_cast<double>(model_costs(m, p, cm, comm).layer[0].ep_fwd.picoseconds()), 2.0 * 1024 * 13.0 / 7.0 * 2048, 1.0);
+  p.moe_ranks_per_token = 1.0;
+  EXPECT_EQ(model_costs(m, p, cm, comm).layer[0].ep_bwd.picoseconds(), 4'194'304);
+}
+
 }  // namespace
 }  // namespace orrery::train

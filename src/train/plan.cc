@@ -44,6 +44,9 @@ constexpr std::array kRecomputes = {std::pair<std::string_view, Recompute>{"none
 constexpr std::array kGradSyncs = {std::pair<std::string_view, GradSync>{"dense", GradSync::kDense},
                                    std::pair<std::string_view, GradSync>{"sparse", GradSync::kSparseAllGather},
                                    std::pair<std::string_view, GradSync>{"zen", GradSync::kZen}};
+constexpr std::array kMoeDispatchers = {
+    std::pair<std::string_view, MoeDispatcher>{"alltoall", MoeDispatcher::kAllToAll},
+    std::pair<std::string_view, MoeDispatcher>{"deepep", MoeDispatcher::kDeepEp}};
 constexpr std::array kPrecisions = {std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
                                     std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16},
                                     std::pair<std::string_view, hw::DType>{"fp8", hw::DType::kFp8}};
@@ -86,6 +89,12 @@ std::string_view grad_sync_name(GradSync g) {
   return "?";
 }
 
+std::string_view moe_dispatcher_name(MoeDispatcher d) { return d == MoeDispatcher::kDeepEp ? "deepep" : "alltoall"; }
+
+MoeDispatcher parse_moe_dispatcher(std::string_view name, const Where& where) {
+  return parse_named(name, kMoeDispatchers, where, "MoE token dispatcher");
+}
+
 Schedule parse_schedule(std::string_view name, const Where& where) {
   return parse_named(name, kSchedules, where, "pipeline schedule");
 }
@@ -100,6 +109,19 @@ GradSync parse_grad_sync(std::string_view name, const Where& where) {
 }
 hw::DType parse_precision(std::string_view name, const Where& where) {
   return parse_named(name, kPrecisions, where, "training precision");
+}
+
+double Plan::moe_copies_per_token(int64_t experts, int64_t top_k) const {
+  if (moe_dispatcher == MoeDispatcher::kAllToAll || ep <= 1) return static_cast<double>(top_k);
+  if (moe_ranks_per_token > 0.0) return moe_ranks_per_token;
+  // P(a given rank holds none of the k experts) = C(E - E/ep, k) / C(E, k) = prod_i (E - E/ep - i) / (E - i).
+  const int64_t per_rank = experts / ep;
+  double none = 1.0;
+  for (int64_t i = 0; i < top_k; ++i) {
+    const int64_t left = experts - per_rank - i;
+    none *= left > 0 ? static_cast<double>(left) / static_cast<double>(experts - i) : 0.0;
+  }
+  return static_cast<double>(ep) * (1.0 - none);
 }
 
 int64_t Plan::shard_size() const {
@@ -277,6 +299,17 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   }
   if (!(p.load_imbalance >= 1.0 && std::isfinite(p.load_imbalance))) {
     add("load_imbalance", fmt::format("load imbalance {} must be a finite number >= 1", p.load_imbalance));
+  }
+  if (!(p.moe_ranks_per_token >= 0.0 && std::isfinite(p.moe_ranks_per_token))) {
+    add("moe_ranks_per_token", fmt::format("MoE ranks per token {} must be a finite number >= 0", p.moe_ranks_per_token));
+  } else if (p.moe_ranks_per_token > 0.0) {
+    if (p.moe_dispatcher != MoeDispatcher::kDeepEp) {
+      add("moe_ranks_per_token", "MoE ranks per token applies to the deepep dispatcher (alltoall sends top_k copies)");
+    } else if (m.is_moe() && p.ep > 1 && (p.moe_ranks_per_token < 1.0 ||
+                              p.moe_ranks_per_token > static_cast<double>(std::min(m.moe.top_k, p.ep)))) {
+      add("moe_ranks_per_token", fmt::format("MoE ranks per token {} must be in [1, min(top_k, ep)] = [1, {}]",
+                                             p.moe_ranks_per_token, std::min(m.moe.top_k, p.ep)));
+    }
   }
   if (!(p.capacity_factor >= 0.0 && std::isfinite(p.capacity_factor))) {
     add("capacity_factor", fmt::format("capacity factor {} must be a finite number >= 0", p.capacity_factor));

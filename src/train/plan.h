@@ -51,17 +51,24 @@ enum class Sharding { kNone, kZero1, kZero2, kZero3 };
 // saved, the rest of each block recomputed); kFull: the whole layer from its input.
 enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
 enum class GradSync { kDense, kSparseAllGather, kZen };
+// How MoE tokens reach their experts' EP ranks. kAllToAll: Megatron-Core's all-to-all dispatcher permutes
+// each token once per routed expert and exchanges the copies (top_k per token); kDeepEp: DeepEP's
+// dispatch sends a token once to each EP rank that holds one of its experts, and its combine reduces
+// them there before the return trip (deepseek-ai/DeepEP README).
+enum class MoeDispatcher { kAllToAll, kDeepEp };
 
 std::string_view schedule_name(Schedule s);
 std::string_view sharding_name(Sharding s);
 std::string_view recompute_name(Recompute r);
 std::string_view grad_sync_name(GradSync g);
+std::string_view moe_dispatcher_name(MoeDispatcher d);  // alltoall | deepep
 // Parsers accept the names above plus the aliases of training.csv (dp_sharding none | distopt |
 // fsdp; recompute none | selective | selective-op | full) and throw InputError at `where` with the nearest name.
 Schedule parse_schedule(std::string_view name, const Where& where);
 Sharding parse_sharding(std::string_view name, const Where& where);
 Recompute parse_recompute(std::string_view name, const Where& where);
 GradSync parse_grad_sync(std::string_view name, const Where& where);
+MoeDispatcher parse_moe_dispatcher(std::string_view name, const Where& where);
 hw::DType parse_precision(std::string_view name, const Where& where);  // bf16 | fp16 | fp8
 
 struct Plan {
@@ -106,6 +113,11 @@ struct Plan {
   // ---- MoE
   double capacity_factor = 0.0;   // 0: dropless; > 0 pads every expert to cf * mean tokens
   double load_imbalance = 1.0;    // busiest expert's tokens / mean (>= 1)
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
+  // kDeepEp: EP ranks a token is sent to, in [1, min(top_k, ep)]; 0 = the expectation under uniform
+  // routing (moe_copies_per_token). A router that limits the ranks (DeepSeek-V3's node-limited routing,
+  // a benchmark's round-robin "balanced" gate) states it here.
+  double moe_ranks_per_token = 0.0;
 
   // ---- gradient synchronization
   GradSync grad_sync = GradSync::kDense;
@@ -122,6 +134,11 @@ struct Plan {
   bool tp_comm_overlap = false;       // TP collectives overlapped with the GEMMs (userbuffers)
 
   int64_t gpus() const { return dp * tp * pp * cp; }
+  // Copies of each token an EP all-to-all moves for a model with `experts` routed experts, top_k of
+  // them per token: top_k under kAllToAll; under kDeepEp moe_ranks_per_token, or when 0 the expected
+  // number of distinct EP ranks among top_k distinct experts drawn uniformly, the experts spread evenly
+  // over ep ranks: ep (1 - C(E - E/ep, k) / C(E, k)).
+  double moe_copies_per_token(int64_t experts, int64_t top_k) const;
   int64_t microbatches() const { return dp * mbs > 0 ? gbs / (dp * mbs) : 0; }
   int64_t shard_size() const;  // ranks one parameter/gradient/optimizer shard spans: (shard_group or dp) x cp; 1 unsharded
   bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }

@@ -157,6 +157,50 @@ TEST(Plan, OutOfRangeAndNonFiniteValuesAreConstraintsNotOverflows) {
   }
 }
 
+// Copies of a token the EP all-to-all moves. Megatron's all-to-all dispatcher: top_k. DeepEP: the EP
+// ranks reached. With 8 experts, top-2 (Mixtral), derived by counting the 28 expert pairs:
+//   ep 8 (one expert per rank): both experts always on different ranks -> 2 = 8 (1 - C(7,2)/C(8,2)) = 8 x 7/28;
+//   ep 4 (two per rank): 4 of the 28 pairs share a rank -> (4 x 1 + 24 x 2) / 28 = 13/7 = 4 (1 - C(6,2)/C(8,2)).
+// With 128 experts, top-8 over ep 8 (Qwen3-30B-A3B): 8 (1 - prod_{i<8} (112 - i)/(128 - i)) = 5.3394 (the
+// product is 0.332580, computed separately). A stated rank count replaces the expectation; ep 1 moves nothing
+// but reports top_k.
+TEST(Plan, MoeCopiesPerTokenFollowTheDispatcher) {
+  Plan p;
+  p.ep = 8;
+  EXPECT_EQ(p.moe_copies_per_token(8, 2), 2.0);  // alltoall: top_k
+  p.moe_dispatcher = MoeDispatcher::kDeepEp;
+  EXPECT_NEAR(p.moe_copies_per_token(8, 2), 2.0, 1e-12);
+  p.ep = 4;
+  EXPECT_NEAR(p.moe_copies_per_token(8, 2), 13.0 / 7.0, 1e-12);
+  p.ep = 8;
+  EXPECT_NEAR(p.moe_copies_per_token(128, 8), 5.3394, 1e-4);
+  p.moe_ranks_per_token = 1.0;
+  EXPECT_EQ(p.moe_copies_per_token(128, 8), 1.0);
+  p.ep = 1;
+  EXPECT_EQ(p.moe_copies_per_token(128, 8), 8.0);
+}
+
+// moe_ranks_per_token: only with deepep, and within [1, min(top_k, ep)] (Mixtral, ep 4: [1, 2]).
+TEST(Plan, MoeRanksPerTokenIsCheckedAgainstTheDispatcherAndTheRouting) {
+  const model::ModelSpec m = testing::small_moe(4, 2048);
+  const auto gpu = test_gpu();
+  Plan p;
+  p.dp = 4;
+  p.ep = 4;
+  p.gbs = 4;
+  p.moe_ranks_per_token = 1.0;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "moe_ranks_per_token"));  // alltoall
+  p.moe_dispatcher = MoeDispatcher::kDeepEp;
+  EXPECT_FALSE(has_key(validate_plan(m, p, 4, gpu), "moe_ranks_per_token"));
+  p.moe_ranks_per_token = 2.5;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "moe_ranks_per_token"));
+  p.moe_ranks_per_token = std::nan("");
+  EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "moe_ranks_per_token"));
+  EXPECT_EQ(parse_moe_dispatcher("deepep", Where{}), MoeDispatcher::kDeepEp);
+  EXPECT_EQ(moe_dispatcher_name(MoeDispatcher::kAllToAll), "alltoall");
+  EXPECT_THROW(parse_moe_dispatcher("deep-ep", Where{}), InputError);
+}
+
 TEST(Plan, RequireValidPlanThrowsInputErrorWithTheKey) {
   Plan p;
   p.tp = 3;

@@ -41,6 +41,12 @@ const std::vector<std::string>& measured_run_columns() {
   return v;
 }
 
+const std::vector<std::string>& measured_run_optional_columns() {
+  static const std::vector<std::string> v = {"model",           "capacity_factor",    "grad_bytes", "attention_kernel",
+                                             "moe_dispatcher", "moe_ranks_per_token"};
+  return v;
+}
+
 const std::vector<std::string>& measured_run_metrics() {
   static const std::vector<std::string> v = {"tflops_per_gpu", "step_time_s", "tokens_per_s_per_gpu", "peak_memory_gib",
                                              "peak_memory_gb"};
@@ -102,6 +108,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
       throw InputError(at, fmt::format("expected {} cells as in the header, found {}", header.size(), cells.size()));
     }
     auto cell = [&](const std::string& c) -> const std::string& { return cells[col.at(c)]; };
+    static const std::string kNone;
+    auto optional = [&](const std::string& c) -> const std::string& { return col.count(c) ? cells[col.at(c)] : kNone; };
     MeasuredRun r;
     r.file = path;
     r.line = n;
@@ -142,17 +150,31 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     };
     constexpr int64_t kBig = int64_t{1} << 24;  // sizes, degrees and counts (check_training_scale's bound)
     r.source = cell("source");
+    // A named model replaces arch and the sizes (empty cells allowed; given ones are checked against it).
+    const std::string& model = optional("model");
+    const bool named = !model.empty();
+    if (named) {
+      const bool file = model.find('/') != std::string::npos || (model.size() > 5 && model.substr(model.size() - 5) == ".json");
+      r.model = model;
+      if (file && model.front() != '/') {
+        const size_t slash = path.find_last_of('/');
+        r.model = slash == std::string::npos ? model : path.substr(0, slash + 1) + model;
+      }
+      if (file && !std::ifstream(r.model)) {
+        throw InputError(at.with_key("model"), fmt::format("row {}: no config.json at '{}' (a path is relative to the table's folder)", r.id, r.model));
+      }
+    }
     r.arch = cell("arch");
-    check_choice(r.arch, archs(), at.with_key("arch"), false);
-    r.params_b = real("params_b");
-    r.layers = integer("layers", 1, kBig, false);
-    r.hidden = integer("hidden", 1, kBig, false);
-    r.heads = integer("heads", 1, kBig, false);
+    check_choice(r.arch, archs(), at.with_key("arch"), named);
+    r.params_b = named && cell("params_b").empty() ? 0.0 : real("params_b");
+    r.layers = integer("layers", 1, kBig, named);
+    r.hidden = integer("hidden", 1, kBig, named);
+    r.heads = integer("heads", 1, kBig, named);
     r.kv_heads = integer("kv_heads", 1, kBig, true);
-    if (r.kv_heads == 0) r.kv_heads = r.heads;
+    if (r.kv_heads == 0 && !named) r.kv_heads = r.heads;
     r.ffn = integer("ffn", 1, kBig, true);
-    if (r.ffn == 0) r.ffn = 4 * r.hidden;
-    r.vocab = integer("vocab", 1, kBig, false);
+    if (r.ffn == 0 && !named) r.ffn = 4 * r.hidden;
+    r.vocab = integer("vocab", 1, kBig, named);
     r.seq = integer("seq", 1, kBig, true);
     r.gpu = cell("gpu");
     measured_gpu(r);
@@ -178,12 +200,33 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     check_choice(r.metric, measured_run_metrics(), at.with_key("metric"), false);
     r.value = real("value");
     r.notes = cell("notes");
+    if (named && r.metric == "tflops_per_gpu") {
+      throw InputError(at.with_key("metric"), fmt::format("row {}: tflops_per_gpu needs arch and its sizes (the dense "
+                                                          "GPT/Llama formula); a model row reports step_time_s, "
+                                                          "tokens_per_s_per_gpu or peak memory", r.id));
+    }
+    if (const std::string& v = optional("capacity_factor"); !v.empty()) r.capacity_factor = real("capacity_factor");
+    if (const std::string& v = optional("grad_bytes"); !v.empty()) {
+      r.grad_bytes = integer("grad_bytes", 2, 4, false);
+      if (r.grad_bytes == 3) throw InputError(at.with_key("grad_bytes"), fmt::format("expected 2 or 4, found 3 (row {})", r.id));
+    }
+    r.attention_kernel = optional("attention_kernel");
+    check_choice(r.attention_kernel, {"default", "fa2", "cudnn", "fa3"}, at.with_key("attention_kernel"), true);
+    r.moe_dispatcher = optional("moe_dispatcher");
+    if (!r.moe_dispatcher.empty()) parse_moe_dispatcher(r.moe_dispatcher, at.with_key("moe_dispatcher"));
+    if (const std::string& v = optional("moe_ranks_per_token"); !v.empty()) {
+      r.moe_ranks_per_token = real("moe_ranks_per_token");
+      if (r.moe_dispatcher != "deepep") {
+        throw InputError(at.with_key("moe_ranks_per_token"),
+                         fmt::format("row {}: applies to moe_dispatcher deepep (alltoall sends top_k copies)", r.id));
+      }
+    }
     if (r.tp * r.pp * r.dp * r.cp != r.gpus) {
       throw InputError(at.with_key("gpus"), fmt::format("row {}: tp x pp x dp x cp = {} x {} x {} x {} = {}, not gpus = {}",
                                                         r.id, r.tp, r.pp, r.dp, r.cp, r.tp * r.pp * r.dp * r.cp, r.gpus));
     }
     try {
-      measured_model(r);  // the sizes make a valid model (heads divide hidden, ...)
+      if (!named) measured_model(r);  // the sizes make a valid model (heads divide hidden, ...)
     } catch (const InputError& e) {
       throw InputError(at.with_key(e.where().key), fmt::format("row {}: {}", r.id, e.message()), e.hint());
     }
@@ -215,9 +258,22 @@ model::ModelSpec measured_model(const MeasuredRun& r) {
   return m;
 }
 
+void check_measured_model(const MeasuredRun& r, const model::ModelSpec& m) {
+  const int64_t ffn = m.is_moe() ? m.moe.expert_ffn : m.ffn;
+  const std::pair<const char*, std::pair<int64_t, int64_t>> sizes[] = {
+      {"layers", {r.layers, m.layers}}, {"hidden", {r.hidden, m.hidden}},     {"heads", {r.heads, m.heads}},
+      {"kv_heads", {r.kv_heads, m.kv_heads}}, {"ffn", {r.ffn, ffn}}, {"vocab", {r.vocab, m.vocab}}};
+  for (const auto& [column, v] : sizes) {
+    if (v.first != 0 && v.first != v.second) {
+      throw InputError(Where{r.file, r.line, column},
+                       fmt::format("row {}: {} = {} but the model '{}' has {}{}", r.id, column, v.first, r.model, v.second,
+                                   std::string(column) == "ffn" && m.is_moe() ? " (a routed expert's)" : ""));
+    }
+  }
+}
+
 std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun& r) {
   const MeasuredGpu& gpu = measured_gpu(r);
-  const model::ModelSpec m = measured_model(r);
   const int64_t vp = r.vp > 0 ? r.vp : 1;
   const bool old_megatron = r.source == "megatron-sc21-t1" || r.source == "korthikanti-t5";
   const bool torchtitan = r.source == "torchtitan-2412";
@@ -226,15 +282,22 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   std::string recompute = r.recompute.empty() ? "none" : r.recompute;
   // torchtitan's "selective" is its op-level policy (selective_ac_option = 'op' in its Llama 3 configs).
   if (torchtitan && recompute == "selective") recompute = "selective-op";
-  std::vector<std::pair<std::string, std::string>> f = {
-      {"--arch", r.arch},
-      {"--layers", fmt_count(r.layers)},
-      {"--hidden", fmt_count(r.hidden)},
-      {"--heads", fmt_count(r.heads)},
-      {"--kv-heads", fmt_count(r.kv_heads)},
-      {"--ffn", fmt_count(r.ffn)},
-      {"--vocab", fmt_count(r.vocab)},
-      {"--tie-embeddings", m.tied_embeddings ? "yes" : "no"},
+  std::vector<std::pair<std::string, std::string>> f;
+  if (!r.model.empty()) {
+    f.emplace_back("--model", r.model);
+  } else {
+    const model::ModelSpec m = measured_model(r);
+    f = {{"--arch", r.arch},
+         {"--layers", fmt_count(r.layers)},
+         {"--hidden", fmt_count(r.hidden)},
+         {"--heads", fmt_count(r.heads)},
+         {"--kv-heads", fmt_count(r.kv_heads)},
+         {"--ffn", fmt_count(r.ffn)},
+         {"--vocab", fmt_count(r.vocab)},
+         {"--tie-embeddings", m.tied_embeddings ? "yes" : "no"}};
+  }
+  const std::string attention = !r.attention_kernel.empty() ? r.attention_kernel : torchtitan ? "fa2" : "default";
+  const std::vector<std::pair<std::string, std::string>> rest = {
       {"--seq", fmt_count(r.seq > 0 ? r.seq : 4096)},
       {"--gpu", gpu.catalog},
       {"--nic-bandwidth", fmt::format("{:g} Gb/s", gpu.nic_gbps)},
@@ -252,14 +315,18 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
       {"--recompute", recompute},
       {"--precision", r.precision},
       {"--dp-sharding", r.dp_sharding.empty() ? "none" : r.dp_sharding},
-      {"--grad-bytes", "4"},
+      {"--grad-bytes", fmt_count(r.grad_bytes > 0 ? r.grad_bytes : 4)},
       {"--flash-attention", old_megatron ? "no" : "yes"},
-      {"--attention-kernel", torchtitan ? "fa2" : "default"},
+      {"--attention-kernel", attention},
       {"--fusion", r.notes.find("eager") != std::string::npos ? "eager" : "fused"},
       {"--tp-comm-overlap", tp_overlap ? "yes" : "no"},
       // torchtitan's launcher (run_llama_train.sh, now run_train.sh) sets expandable_segments:True.
       {"--allocator", torchtitan ? "expandable" : "classic"},
   };
+  f.insert(f.end(), rest.begin(), rest.end());
+  if (r.capacity_factor > 0.0) f.emplace_back("--capacity-factor", fmt::format("{:g}", r.capacity_factor));
+  if (!r.moe_dispatcher.empty()) f.emplace_back("--moe-dispatcher", r.moe_dispatcher);
+  if (r.moe_ranks_per_token > 0.0) f.emplace_back("--moe-ranks-per-token", fmt::format("{:g}", r.moe_ranks_per_token));
   return f;
 }
 

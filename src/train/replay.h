@@ -19,6 +19,19 @@
 //   notes containing "eager": unfused PyTorch elementwise kernels (--fusion eager).
 //   Embedding tying: tied or untied, whichever parameter count is nearer params_b.
 //   Gradient bytes: 4 (fp32 main gradients: Megatron-LM, FSDP2 with fp32 reduce) -- the CLI default.
+// Optional columns (a table may leave them out; an empty cell is "not stated"), for runs the sizes above
+// cannot describe or whose stack states more:
+//   model: a catalog model name, or a config.json path relative to the table's folder (MoE, MLA,
+//     explicit head_dim ...); it replaces arch and the size columns, which may then be empty (those
+//     given must agree with the model: check_measured_model). Such a row's metric is not tflops_per_gpu
+//     (that formula is the dense GPT/Llama one).
+//   capacity_factor: MoE token capacity (--capacity-factor; empty: dropless).
+//   grad_bytes: 2 or 4 main-gradient bytes (--grad-bytes; e.g. NeMo's grad_sync_dtype bf16).
+//   attention_kernel: default | fa2 | cudnn | fa3 (--attention-kernel; e.g. NVTE_FUSED_ATTN=0 runs TE
+//     on flash-attn 2).
+//   moe_dispatcher: alltoall | deepep (--moe-dispatcher; empty: alltoall).
+//   moe_ranks_per_token: with deepep, the EP ranks a token reaches when the router fixes it
+//     (--moe-ranks-per-token; empty: the expectation under uniform routing).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +49,12 @@ struct MeasuredRun {
   std::string file;
   int64_t line = 0;  // 1-based line of the row in `file`
   std::string id, source, arch, gpu, sp, recompute, precision, dp_sharding, metric, notes;
+  std::string model;             // optional column: catalog name or config.json path (resolved), "" = arch
+  std::string attention_kernel;  // optional column, "" = the source's rule
+  double capacity_factor = 0.0;  // optional column, 0 = not stated (dropless)
+  int64_t grad_bytes = 0;        // optional column, 0 = not stated (4)
+  std::string moe_dispatcher;      // optional column, "" = alltoall
+  double moe_ranks_per_token = 0;  // optional column, 0 = not stated
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   int64_t seq = 0;  // 0: not stated
@@ -49,6 +68,8 @@ struct MeasuredRun {
 
 // The columns a table must have (any order; extra columns are ignored).
 const std::vector<std::string>& measured_run_columns();
+// The optional columns read where present (above).
+const std::vector<std::string>& measured_run_optional_columns();
 // The metrics a row may report (the sources' definitions: docs/training.md, "Validation").
 const std::vector<std::string>& measured_run_metrics();
 
@@ -71,8 +92,11 @@ const std::vector<MeasuredGpu>& measured_gpus();
 const MeasuredGpu& measured_gpu(const MeasuredRun& r);
 
 // The model the row describes: ModelSpec::gpt or ::llama of its sizes (seq 4096 when not stated), with
-// the embedding tying whose parameter count is nearer params_b.
+// the embedding tying whose parameter count is nearer params_b. REQUIRES: r.model empty.
 model::ModelSpec measured_model(const MeasuredRun& r);
+// A `model` row's stated sizes (layers, hidden, heads, kv_heads, ffn, vocab; empty cells skipped) against
+// the model it names: InputError naming the row's line and the first column that disagrees.
+void check_measured_model(const MeasuredRun& r, const model::ModelSpec& m);
 
 // The run as `orrery train` flags, in a fixed order: (flag, value) pairs, e.g. {"--tp", "8"}. Every
 // column maps onto a flag (params_b onto --tie-embeddings, gpu onto --gpu and --nic-bandwidth, source and

@@ -177,5 +177,70 @@ TEST(Replay, BadTablesNameTheLineAndTheColumn) {
   }
 }
 
+// The optional columns: a row may name its model (a catalog name, or a config.json beside the table)
+// instead of arch and sizes, and state the stack's MoE dispatcher, capacity, gradient bytes and attention
+// library; each maps onto its flag, and the bad values name the column.
+TEST(Replay, OptionalColumnsNameAModelAndTheStack) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) +
+                        ",model,capacity_factor,grad_bytes,attention_kernel,moe_dispatcher,moe_ranks_per_token\n";
+  const std::string row =
+      "M2,nemo-automodel,,,48,2048,32,4,768,151936,4096,h100-sxm,8,1,1,8,1,8,,4,512,no,full,bf16,fsdp,step_time_s,"
+      "21.773,x,qwen3-30b-a3b,,,,deepep,1\n";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "orrery_replay_test_dir";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "m.json") << "{}";
+  const std::string table = (dir / "t.csv").string();
+  std::ofstream(table) << h << row
+                       << "M1,nemo,,,,,,,,,8192,h100-sxm,512,4,8,8,2,8,8,1,1024,yes,none,bf16,distopt,step_time_s,20.83,x,"
+                          "m.json,1,2,fa2,alltoall,\n";
+  const auto runs = read_measured_runs(table);
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0].model, "qwen3-30b-a3b");  // a catalog name stays as written
+  auto f = flags(runs[0]);
+  EXPECT_EQ(f.count("--arch"), 0u);
+  EXPECT_EQ(f["--model"], "qwen3-30b-a3b");
+  EXPECT_EQ(f["--moe-dispatcher"], "deepep");
+  EXPECT_EQ(f["--moe-ranks-per-token"], "1");
+  EXPECT_EQ(f["--grad-bytes"], "4");
+  EXPECT_EQ(f.count("--capacity-factor"), 0u);
+  EXPECT_EQ(runs[1].model, (dir / "m.json").string());  // a path is relative to the table's folder
+  f = flags(runs[1]);
+  EXPECT_EQ(f["--model"], (dir / "m.json").string());
+  EXPECT_EQ(f["--capacity-factor"], "1");
+  EXPECT_EQ(f["--grad-bytes"], "2");
+  EXPECT_EQ(f["--attention-kernel"], "fa2");
+  EXPECT_EQ(f["--moe-dispatcher"], "alltoall");
+  // The stated sizes are checked against the model: Qwen3-30B-A3B has 48 layers and experts of 768.
+  model::ModelSpec q = model::ModelSpec::llama({48, 2048, 32, 4, 6144, 151936, 4096});
+  q.family = model::Family::kQwen3Moe;
+  q.moe.num_experts = 128;
+  q.moe.top_k = 8;
+  q.moe.expert_ffn = 768;
+  EXPECT_NO_THROW(check_measured_model(runs[0], q));
+  q.layers = 47;
+  try {
+    check_measured_model(runs[0], q);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().key, "layers");
+    EXPECT_EQ(e.where().line, 2);
+  }
+
+  auto bad = [&](const std::string& from, const std::string& to) {
+    std::string r = row;
+    r.replace(r.find(from), from.size(), to);
+    return error_of(h + r);
+  };
+  EXPECT_NE(bad(",deepep,1", ",deepeep,1").find("[moe_dispatcher]"), std::string::npos);
+  EXPECT_NE(bad(",deepep,1", ",alltoall,1").find("[moe_ranks_per_token] row M2: applies to moe_dispatcher deepep"),
+            std::string::npos);
+  EXPECT_NE(bad(",,,,deepep", ",,3,,deepep").find("[grad_bytes] expected 2 or 4"), std::string::npos);
+  EXPECT_NE(bad(",,,,deepep", ",,,fa4,deepep").find("[attention_kernel]"), std::string::npos);
+  EXPECT_NE(bad("qwen3-30b-a3b", "nowhere/q.json").find("[model] row M2: no config.json at"), std::string::npos);
+  EXPECT_NE(bad("step_time_s", "tflops_per_gpu").find("[metric] row M2: tflops_per_gpu needs arch"), std::string::npos);
+  // Without a model, arch and the sizes stay required.
+  EXPECT_NE(bad(",qwen3-30b-a3b,", ",,").find("[arch]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace orrery::train

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "hw/hw_catalog.h"
+#include "model/model_spec.h"
 #include "train/comm_model.h"
 
 namespace orrery::train::testing {
@@ -18,6 +19,17 @@ inline hw::GpuSpec test_gpu() {
   g.scaleup = hw::ScaleupLink{"NVLink 3", 12, Bandwidth(300e9)};
   g.pcie = hw::PcieLink{4, 16, Bandwidth(32e9)};
   return g;
+}
+
+// A small Mixtral-style MoE: `layers` layers of h 1024, 8 heads, 8 experts of ffn 4096, top-2, vocab 32000.
+inline model::ModelSpec small_moe(int64_t layers, int64_t seq) {
+  model::ModelSpec m = model::ModelSpec::llama({layers, 1024, 8, 8, 4096, 32000, seq});
+  m.family = model::Family::kMixtral;
+  m.moe.num_experts = 8;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn = 4096;
+  m.validate();
+  return m;
 }
 
 // Communication that takes no time (closed forms that leave it out).

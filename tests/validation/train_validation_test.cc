@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -128,16 +129,16 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
   EXPECT_LE(mem_worst, 0.05);
 }
 
-// Held out: NVIDIA's published NeMo BF16 steps on DGX H100 (data/published/nemo_h100_bf16.csv, cited
-// there), replayed like training.csv. Never used to fit anything. The issue's targets (median 5%, worst
-// 12%) are printed against; the bounds below stop the error from growing past where it stands.
-TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
+// A held-out table of step-time rows, replayed: prints each row and where its step goes, returns the
+// median and worst |error| (printed against the issue's targets).
+std::pair<double, double> replay_held_out(const std::string& file, size_t rows_expected, const std::string& label) {
   const char* src = std::getenv("ORRERY_SOURCE_DIR");
-  const std::string path = std::string(src != nullptr ? src : ".") + "/data/published/nemo_h100_bf16.csv";
+  const std::string path = std::string(src != nullptr ? src : ".") + "/data/published/" + file;
   const io::Json doc = replay(path);
-  ASSERT_TRUE(doc.contains("rows"));
+  EXPECT_TRUE(doc.contains("rows"));
+  if (!doc.contains("rows")) return {1.0, 1.0};
   const io::Json& rows = doc.at("rows");
-  ASSERT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows.size(), rows_expected);
   std::vector<double> errors;
   std::vector<std::string> steps;
   fmt::print("{:<5} {:<22} {:>10} {:>10} {:>8}\n", "id", "metric", "measured", "predicted", "error");
@@ -150,9 +151,18 @@ TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
                100.0 * err);
   }
   print_steps(steps);
+  if (errors.empty()) return {1.0, 1.0};
   const double med = median(errors), worst = *std::max_element(errors.begin(), errors.end());
-  fmt::print("NeMo H100 BF16 rows (held out): {} | median |error| {:.1f}% | worst {:.1f}% (issue 6 targets 5% / 12%{})\n",
+  fmt::print("{} (held out): {} | median |error| {:.1f}% | worst {:.1f}% (issue 6 targets 5% / 12%{})\n", label,
              errors.size(), 100 * med, 100 * worst, med <= 0.05 && worst <= 0.12 ? ": met" : ", NOT MET");
+  return {med, worst};
+}
+
+// Held out: NVIDIA's published NeMo BF16 steps on DGX H100 (data/published/nemo_h100_bf16.csv, cited
+// there), replayed like training.csv. Never used to fit anything. The issue's targets (median 5%, worst
+// 12%) are printed against; the bounds below stop the error from growing past where it stands.
+TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
+  const auto [med, worst] = replay_held_out("nemo_h100_bf16.csv", 6, "NeMo H100 BF16 rows");
   // Where it stands (2026-11-26, with Transformer Engine's paired TP overlap): median 6.3%, worst 14.4%
   // (N6), every row fast; docs/training.md, "Held-out check".
   EXPECT_LE(med, 0.065);
@@ -178,6 +188,18 @@ TEST(TrainValidation, ReplaysTorchtitan128GpuHeldOut) {
                r.at("measured").get<double>(), r.at("predicted").get<double>(), 100.0 * err);
     EXPECT_LE(std::fabs(err), metric.rfind("peak_memory", 0) == 0 ? 0.05 : 0.12) << r.at("id").get<std::string>();
   }
+}
+
+// Held out: two Mixture-of-Experts runs on DGX H100 with their settings stated
+// (data/published/moe_h100_bf16.csv, cited there): a Grok-1-shaped 314B on 512 GPUs under NeMo
+// (Megatron-Core, TP4 PP8 CP2 EP8 VP8, all-to-all dispatcher, capacity factor 1) and Qwen3-30B-A3B on
+// 8 GPUs under NeMo AutoModel (FSDP2 + EP8 with DeepEP, full recompute, a round-robin gate that sends each
+// token to one EP rank). Nothing was fitted to them. Where it stands (2026-11-27): M1 -12.3%, M2 -14.8%,
+// both fast like the dense NeMo rows above; docs/training.md, "Held-out check: MoE on DGX H100".
+TEST(TrainValidation, ReplaysMoeH100HeldOut) {
+  const auto [med, worst] = replay_held_out("moe_h100_bf16.csv", 2, "MoE H100 BF16 rows");
+  EXPECT_LE(med, 0.145);
+  EXPECT_LE(worst, 0.16);
 }
 
 }  // namespace
