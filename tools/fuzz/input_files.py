@@ -36,6 +36,9 @@ head(M+'attention_sweep.csv', 40, 'sweep.csv')
 with open(os.path.join(ROOT,'data/published/nemo_h100_bf16.csv'),encoding='utf-8') as f, open(S+'runs.csv','w',encoding='utf-8') as o:
     for line in f:
         if line.startswith('id,') or line.startswith('N1,') or line.startswith('N4,'): o.write(line)
+# The MoE table (optional columns: a config.json beside it, a catalog model, the dispatcher columns).
+shutil.copy(os.path.join(ROOT,'data/published/moe_h100_bf16.csv'), S+'moe.csv')
+shutil.copy(os.path.join(ROOT,'data/published/grok1_314b_nemo.json'), S+'grok1_314b_nemo.json')
 open(S+'generic.csv','w').write('arrival_s,prompt_tokens,output_tokens,prefix_ids\n0,100,10,1 2 3\n0.5,200,20,\n1.0,300,5,4\n')
 open(S+'topo.topo','w').write('''switch net tier=1
 switch m0.sw tier=0
@@ -89,6 +92,7 @@ cases = {
  'sweep.csv':   lambda f: ['calibrate','--gpu','h100-sxm','--sweep',f],
  'catalog.yaml':lambda f: ['--catalog',f,'catalog','show','gpu','x100'],
  'runs.csv':    lambda f: ['train','--replay',f],
+ 'moe.csv':     lambda f: ['train','--replay',f],
  'mlp.csv':     lambda f: ['serve','--model','llama2-7b','--gpu','a100-sxm-80gb','--exec-model','vidur-profile','--profile',f,'--requests','20'],
 }
 nasty=['-1','0','1e308','-1e308','nan','inf','99999999999999999999','','abc','1e-320','0.0','-0','3.5','"','{','[','null','true','\x00','\xff']
