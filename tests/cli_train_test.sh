@@ -325,6 +325,10 @@ expect replay-bad-model 2 "heads.csv:3: heads: row R1: heads \\(20\\) must divid
 sed 's/,24,2304,24,24,9216,/,24,2304,18,18,9216,/; s/,32,1,1,32,1,1,1,,512,/,32,8,1,4,1,1,1,,512,/' "$tabl" > "$tmp/tp.csv"
 expect replay-bad-plan 2 "tp.csv:3: .*row R1: .*tp=8 does not divide heads=18" -- train --replay "$tmp/tp.csv"
 
+# Memory by layer: Llama 3 8B on pp 2 puts layers 0-15 on stage 0, all alike, so one row of 16 (the
+# table groups consecutive equal layers; --json has each layer).
+expect memory-by-layer 0 "  0-15 +16 " -- train --model llama3-8b --gpu h100-sxm --gpus 8 --tp 2 --pp 2 --seq 4096 --gbs 32
+
 # MoE dispatch (train/plan.h MoeDispatcher): DeepEP sends a token once per EP rank it reaches. Qwen3-30B-A3B
 # (128 experts, top-8) over ep 8: the JSON records the copies, top_k = 8 with the all-to-all dispatcher,
 # 8 (1 - C(112,8)/C(128,8)) = 5.339 under uniform routing with DeepEP, 1 when stated; the EP time follows

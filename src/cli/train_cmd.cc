@@ -503,6 +503,24 @@ void run_train(Context& ctx, const TrainArgs& a) {
   for (const auto& [k, v] : mem) m.add_row({k, gib(v)});
   m.add_row({"total", gib(mb.total())});
   ctx.out << m.render() << "\n";
+  // By layer: consecutive layers with the same figures share a row (memory_by_layer has each).
+  Table bl({"layers", "count", "model states GiB each", "activations GiB each", "GiB in all"},
+           fmt::format("memory by layer of the peak rank (stage {}; activations as held at its peak)", r.memory.peak_stage));
+  const std::vector<tr::LayerMemory>& pl = r.memory.peak_layers;
+  for (size_t i = 0; i < pl.size();) {
+    size_t j = i + 1;
+    while (j < pl.size() && pl[j].model_states == pl[i].model_states && pl[j].activations == pl[i].activations &&
+           pl[j].layer == pl[j - 1].layer + 1) {
+      ++j;
+    }
+    const auto n = static_cast<int64_t>(j - i);
+    const std::string range = n == 1 ? std::to_string(pl[i].layer) : fmt::format("{}-{}", pl[i].layer, pl[j - 1].layer);
+    bl.add_row({range, std::to_string(n), fmt::format("{:.3f}", pl[i].model_states.to_gib()),
+                fmt::format("{:.3f}", pl[i].activations.to_gib()),
+                gib((pl[i].model_states + pl[i].activations) * n)});
+    i = j;
+  }
+  if (!pl.empty()) ctx.out << bl.render() << "\n";
   ctx.out << memory_profile(r.memory_timeline, r.step.step_time, r.memory.peak_stage, 8).render() << "\n";
   Table t({"time", "s", "share"}, fmt::format("step time by category (stage {})", r.step.breakdown_stage));
   for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
