@@ -135,6 +135,23 @@ assert no["tp_comm_overlap"] is False and yes["tp_comm_overlap"] is True
 assert yes["top"][0]["plan"]["tp"] > 1 and yes["top"][0]["step_time_s"] < no["top"][0]["step_time_s"]
 PY
 then pass=$((pass+1)); else echo "FAIL plan tp-comm-overlap"; fail=$((fail+1)); fi
+# --unsharding yes (docs/planner.md): ZeRO-3 variants keeping layers gathered join the search, counted
+# in enumerated; the JSON plan records unsharded_layers, >= 1 on a variant; a bad value is named.
+if python3 - "$bin" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b = sys.argv[1]
+args = [b, "--json", "plan", "train", "--model", "gpt2", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "1024", "--gbs", "32",
+        "--top", "3", "--quiet", "--shardings", "zero3"]
+off = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+on = json.loads(subprocess.run(args + ["--unsharding", "yes"], capture_output=True, text=True, check=True).stdout)
+assert off["counts"]["unsharded"] == 0 and on["counts"]["unsharded"] > 0
+assert on["counts"]["enumerated"] == off["counts"]["enumerated"] + on["counts"]["unsharded"]
+assert all("unsharded_layers" in p["plan"] for p in on["top"] + on["pareto"])
+assert any(p["plan"]["unsharded_layers"] >= 1 for p in on["top"] + on["pareto"])
+assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
+PY
+then pass=$((pass+1)); else echo "FAIL plan unsharding"; fail=$((fail+1)); fi
+expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
 expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
 
 finish plan

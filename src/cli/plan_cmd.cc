@@ -57,6 +57,7 @@ struct PlanTrainArgs {
   std::string shardings = "none,zero1,zero2,zero3,hsdp";
   std::string recomputes = "none,selective,full";
   std::string sp = "both";
+  std::string unshard = "no";  // --unsharding
   int64_t grad_bytes = 4;
   std::string tp_overlap = "no";  // --tp-comm-overlap
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
@@ -129,6 +130,7 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   }
   s.sp_on = sp != "no";
   s.sp_off = sp != "yes";
+  s.unshard = parse_yes_no(a.unshard, "--unsharding");
   return s;
 }
 
@@ -344,7 +346,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["counts"] = Json{{"enumerated", r.counts.enumerated}, {"invalid", r.counts.invalid},
                        {"over_budget", r.counts.over_budget}, {"fits", r.counts.fits},
                        {"simulated", r.counts.simulated},     {"pruned", r.counts.pruned},
-                       {"errors", r.counts.errors},         {"flow_simulated", r.counts.flow_simulated}};
+                       {"errors", r.counts.errors},         {"flow_simulated", r.counts.flow_simulated},
+                       {"unsharded", r.counts.unsharded}};
     j["top"] = simulated_json(r.top);
     j["pareto"] = simulated_json(r.pareto);
     Json reasons = Json::array();
@@ -371,9 +374,12 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                                                 "still win there)",
                                                 r.counts.flow_simulated, a.top)
                                   : std::string());
-  ctx.out << fmt::format("plans: {} enumerated, {} invalid, {} over the budget, {} within it: {} simulated, {} skipped "
+  ctx.out << fmt::format("plans: {} enumerated{}, {} invalid, {} over the budget, {} within it: {} simulated, {} skipped "
                          "(cannot enter the top {} or the Pareto front; docs/planner.md){}\n\n",
-                         r.counts.enumerated, r.counts.invalid, r.counts.over_budget, r.counts.fits, r.counts.simulated,
+                         r.counts.enumerated,
+                         r.counts.unsharded > 0 ? fmt::format(" ({} of them ZeRO-3 plans keeping layers gathered)", r.counts.unsharded)
+                                                : std::string(),
+                         r.counts.invalid, r.counts.over_budget, r.counts.fits, r.counts.simulated,
                          r.counts.pruned, a.top,
                          r.counts.errors > 0 ? fmt::format("; {} failed in the simulator (internal-error below)", r.counts.errors)
                                              : std::string());
@@ -434,6 +440,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--shardings", a->shardings, "DP shardings to try: none, zero1, zero2, zero3, hsdp")->capture_default_str();
   c->add_option("--recomputes", a->recomputes, "recompute modes to try (none, selective, selective-op, full)")->capture_default_str();
   c->add_option("--sp", a->sp, "sequence parallelism with TP: both | yes | no")->capture_default_str();
+  c->add_option("--unsharding", a->unshard,
+                "ZeRO-3/HSDP plans also with the most layers kept gathered that the budget allows (sharding shown as +uK): yes | no")
+      ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
   c->add_option("--tp-comm-overlap", a->tp_overlap,
                 "every plan's TP collectives overlapped with GEMMs as Transformer Engine pairs them (SP plans; docs/training.md): yes | no")

@@ -278,8 +278,12 @@ io::Json fabric_json(const FabricArgs& a) {
 }
 
 std::string sharding_label(const train::Plan& p) {
-  if (p.sharding == train::Sharding::kZero3 && p.shard_group > 0) return fmt::format("hsdp-{}", p.shard_group);
-  return std::string(train::sharding_name(p.sharding));
+  // "+uK": K layers per pipeline rank kept gathered (selective unsharding).
+  const std::string kept = p.sharding == train::Sharding::kZero3 && p.unsharded_layers > 0
+                               ? fmt::format("+u{}", p.unsharded_layers)
+                               : std::string();
+  if (p.sharding == train::Sharding::kZero3 && p.shard_group > 0) return fmt::format("hsdp-{}{}", p.shard_group, kept);
+  return std::string(train::sharding_name(p.sharding)) + kept;
 }
 
 std::string schedule_label(const train::Plan& p) {
@@ -314,6 +318,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"microbatches", p.microbatches()},
                   {"dp_sharding", train::sharding_name(p.sharding)},
                   {"shard_group", p.shard_group},
+                  {"unsharded_layers", p.unsharded_layers},
                   {"recompute", train::recompute_name(p.recompute)}};
 }
 

@@ -338,6 +338,31 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   eo.step = StepOptions{};
   eo.topology = nullptr;  // the search runs on the alpha-beta model; a topology re-ranks (phase 3)
 
+  // A valid candidate's memory (the tensors': the search's, planner.h; the allocator's reservation is
+  // added to the plans reported), bound and status against the budget; a throw sets kError.
+  auto cost = [&](Candidate& c) {
+    try {
+      const AlphaBetaComm comm(cluster, c.plan);
+      const ModelCosts costs = model_costs(model, c.plan, compute, comm);
+      const MemoryReport mem = memory_model(model, tensors_only(c.plan), costs, gpu, o.evaluate.memory);
+      c.peak = mem.peak;
+      c.peak_stage = mem.peak_stage;
+      c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
+      c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm, eo.step.share_links);
+    } catch (const std::exception& e) {
+      set_error(c, e);
+      return;
+    }
+    if (c.peak > r.budget) {
+      c.status = CandidateStatus::kOverBudget;
+      c.reason_key = "memory";
+      c.reason = fmt::format("peak {:.2f} GiB on stage {} exceeds the budget of {:.2f} GiB by {:.2f} GiB",
+                             c.peak.to_gib(), c.peak_stage, r.budget.to_gib(), (c.peak - r.budget).to_gib());
+    } else {
+      c.status = CandidateStatus::kPruned;  // until simulated
+    }
+  };
+
   // Phase 1: validity and memory (evaluate() with simulate = false), and the throughput bound.
   report("filter", 0, n);
   parallel_for(
@@ -353,30 +378,56 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
           c.reason = errors.front().message;
           return;
         }
-        try {
-          const AlphaBetaComm comm(cluster, c.plan);
-          const ModelCosts costs = model_costs(model, c.plan, compute, comm);
-          // The search's memory is the tensors' (planner.h); the allocator's reservation is added to the
-          // plans reported.
-          const MemoryReport mem = memory_model(model, tensors_only(c.plan), costs, gpu, o.evaluate.memory);
-          c.peak = mem.peak;
-          c.peak_stage = mem.peak_stage;
-          c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
-          c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm, eo.step.share_links);
-        } catch (const std::exception& e) {
-          set_error(c, e);
-          return;
-        }
-        if (c.peak > r.budget) {
-          c.status = CandidateStatus::kOverBudget;
-          c.reason_key = "memory";
-          c.reason = fmt::format("peak {:.2f} GiB on stage {} exceeds the budget of {:.2f} GiB by {:.2f} GiB",
-                                 c.peak.to_gib(), c.peak_stage, r.budget.to_gib(), (c.peak - r.budget).to_gib());
-        } else {
-          c.status = CandidateStatus::kPruned;  // until simulated
-        }
+        cost(c);
       },
       [&](size_t done) { report("filter", done, n); });
+
+  // Phase 1b: selective unsharding. For a ZeRO-3 plan within the budget, the most layers per pipeline
+  // rank that can stay gathered (the memory grows with each, so a bisection finds it); a variant
+  // keeping them joins the candidates when that is at least one layer.
+  if (o.space.unshard) {
+    std::vector<int64_t> keep(n, 0);
+    parallel_for(n, 64, threads, [&](size_t i) {
+      const Candidate& c = cands[i];
+      if (c.status != CandidateStatus::kPruned || c.plan.sharding != Sharding::kZero3 ||
+          group_size(c.plan, Group::kDpShard) <= 1 || c.plan.unsharded_layers > 0) {
+        return;
+      }
+      try {
+        const AlphaBetaComm comm(cluster, c.plan);
+        const ModelCosts costs = model_costs(model, c.plan, compute, comm);
+        auto fits_with = [&](int64_t k) {
+          Plan p = tensors_only(c.plan);
+          p.unsharded_layers = k;
+          return memory_model(model, p, costs, gpu, o.evaluate.memory).peak <= r.budget;
+        };
+        int64_t lo = 0, hi = max_stage_layers(c.plan, model.layers);  // fits_with(lo) holds
+        if (fits_with(hi)) {
+          keep[i] = hi;
+          return;
+        }
+        while (hi - lo > 1) {
+          const int64_t mid = lo + (hi - lo) / 2;
+          (fits_with(mid) ? lo : hi) = mid;
+        }
+        keep[i] = lo;
+      } catch (const std::exception&) {
+        // the plan's own evaluation reports it when simulated
+      }
+    });
+    const size_t first_variant = cands.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (keep[i] <= 0) continue;
+      Candidate v;
+      v.index = cands.size();
+      v.plan = cands[i].plan;
+      v.plan.unsharded_layers = keep[i];
+      cands.push_back(std::move(v));
+    }
+    r.counts.unsharded = static_cast<int64_t>(cands.size() - first_variant);
+    // Within the budget by construction (the bisection's peak is cost's).
+    parallel_for(cands.size() - first_variant, 64, threads, [&](size_t k) { cost(cands[first_variant + k]); });
+  }
 
   std::vector<size_t> fitting;
   for (const Candidate& c : cands) {
@@ -470,7 +521,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       }
     }
   }
-  r.counts.enumerated = static_cast<int64_t>(n);
+  r.counts.enumerated = static_cast<int64_t>(cands.size());  // the plans and the unsharding variants
   r.counts.simulated = static_cast<int64_t>(sim.size());
   r.counts.fits = r.counts.simulated + r.counts.pruned;
   std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) { return faster(*a, *b); });

@@ -80,6 +80,12 @@ struct SearchSpace {
   // Also pp = powers of two (up to max_pp) that do not divide the layers, with balanced uneven stages
   // (balance_uneven_stages in plan.h: Llama 3 405B's 7 + 14 x 8 + 7 on 16 stages), vp = 1.
   bool uneven_stages = true;
+  // Selective unsharding: every ZeRO-3/HSDP plan within the budget also as a variant that keeps the most
+  // layers per pipeline rank gathered (Plan::unsharded_layers) that the budget still allows, trading
+  // memory for fewer all-gathers. The variants follow the enumerated plans (indices n, n+1, ... in the
+  // order of the plans they come from). Off by default: a variant fills the budget with its tensors, so
+  // its caching-allocator reservation may pass the capacity (give --budget-gib below it for headroom).
+  bool unshard = false;
 };
 
 struct PlannerOptions {
@@ -143,6 +149,7 @@ struct PlannerCounts {
   int64_t pruned = 0;       // within the budget, skipped by the bound (cannot be in the results)
   int64_t errors = 0;       // the simulator failed (CandidateStatus::kError)
   int64_t flow_simulated = 0;  // re-simulated on the topology (phase 3; 0 without one)
+  int64_t unsharded = 0;       // of the enumerated, the selective-unsharding variants (SearchSpace::unshard)
   // enumerated = invalid + over_budget + fits + errors; fits = simulated + pruned.
 };
 

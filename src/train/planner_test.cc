@@ -283,6 +283,76 @@ TEST(ThroughputBound, Zero3CollectivesOnOneLinkAddUp) {
   EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, unknown, true), tokens(64), tokens(64) * 1e-12);
 }
 
+// Selective unsharding (SearchSpace::unshard): each ZeRO-3 plan within the budget gets a variant keeping
+// the most layers per pipeline rank gathered that the budget allows. Checked from the memory model
+// itself, not the planner's output: the variant fits and one more layer would not (unless it keeps
+// them all), the variants follow the plans in their order, and the search can only gain.
+bool same_shape(const Plan& a, const Plan& b) {
+  return a.tp == b.tp && a.pp == b.pp && a.cp == b.cp && a.ep == b.ep && a.dp == b.dp && a.vp == b.vp &&
+         a.schedule == b.schedule && a.mbs == b.mbs && a.sharding == b.sharding && a.shard_group == b.shard_group &&
+         a.recompute == b.recompute && a.sp == b.sp && a.unsharded_layers == b.unsharded_layers;
+}
+
+TEST(Planner, UnshardingVariantsKeepTheMostLayersTheBudgetAllows) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.keep_candidates = true;
+  o.space.shardings = {Sharding::kZero3};
+  o.space.hsdp = false;
+  const PlannerResult plain = plan_training(s.model, s.cluster, s.cm, o);
+  // A budget that the sharded plans' tensors fill to different degrees: the smallest peak of a plan
+  // sharded over dp > 1 plus 12 MiB (a layer's bf16 weights are 8.4 MB: 4 h^2 + 3 h f = 4.2 M parameters).
+  Bytes low = Bytes(int64_t{1} << 62);
+  for (const Candidate& c : plain.candidates) {
+    if (c.status != CandidateStatus::kInvalid && c.plan.dp > 1 && c.peak < low) low = c.peak;
+  }
+  o.budget = low + Bytes::MiB(12);
+  o.space.unshard = true;
+  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, o);
+  o.space.unshard = false;
+  const PlannerResult off = plan_training(s.model, s.cluster, s.cm, o);
+  ASSERT_GT(r.counts.unsharded, 0);
+  EXPECT_EQ(r.counts.enumerated, off.counts.enumerated + r.counts.unsharded);
+  EXPECT_EQ(r.counts.enumerated, r.counts.invalid + r.counts.over_budget + r.counts.fits + r.counts.errors);
+  const size_t n = static_cast<size_t>(off.counts.enumerated);
+  size_t last_source = 0;
+  bool some_partial = false;
+  for (size_t i = n; i < r.candidates.size(); ++i) {
+    const Candidate& v = r.candidates[i];
+    EXPECT_EQ(v.index, i);
+    ASSERT_GE(v.plan.unsharded_layers, 1);
+    EXPECT_LE(v.peak, r.budget);
+    // Its source: the same plan without unsharding, within the budget, earlier in the order.
+    size_t src = n;
+    for (size_t j = last_source; j < n; ++j) {
+      Plan p = r.candidates[j].plan;
+      p.unsharded_layers = v.plan.unsharded_layers;
+      if (r.candidates[j].status != CandidateStatus::kInvalid && r.candidates[j].status != CandidateStatus::kOverBudget &&
+          r.candidates[j].plan.unsharded_layers == 0 && same_shape(p, v.plan)) {
+        src = j;
+        break;
+      }
+    }
+    ASSERT_LT(src, n) << "variant " << i << " has no source plan after " << last_source;
+    last_source = src + 1;
+    const int64_t most = max_stage_layers(v.plan, s.model.layers);
+    if (v.plan.unsharded_layers < most) {
+      some_partial = true;
+      Plan more = v.plan;
+      more.allocator = AllocatorMode::kNone;  // the search's memory is the tensors'
+      more.unsharded_layers += 1;
+      const AlphaBetaComm comm(s.cluster, more);
+      const MemoryReport m = memory_model(s.model, more, model_costs(s.model, more, s.cm, comm), s.gpu, o.evaluate.memory);
+      EXPECT_GT(m.peak, r.budget) << "variant " << i << " could keep one more layer";
+    }
+  }
+  EXPECT_TRUE(some_partial);  // the budget above binds for some plan
+  EXPECT_EQ(r.bound_violations, 0);
+  ASSERT_FALSE(r.top.empty());
+  ASSERT_FALSE(off.top.empty());
+  EXPECT_GE(r.top[0].tokens_per_s_per_gpu, off.top[0].tokens_per_s_per_gpu);
+}
+
 TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
   Small s;
   PlannerOptions o = s.options();
