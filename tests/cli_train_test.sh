@@ -346,6 +346,7 @@ assert a["time"]["ep"] > d["time"]["ep"] > one["time"]["ep"] > 0
 assert a["plan"]["grad_bytes"] == 4 and a["plan"]["capacity_factor"] == 0 and a["plan"]["load_imbalance"] == 1
 PY
 then pass=$((pass+1)); else echo "FAIL moe dispatcher json"; fail=$((fail+1)); fi
+expect moe-summary 0 "MoE +top-8 of 128 experts, ep 8, deepep dispatcher \(5.34 copies per token\), dropless" -- "${moe[@]}" --moe-dispatcher deepep
 expect moe-dispatcher-bad 2 "--moe-dispatcher: unknown MoE token dispatcher 'deeep'; did you mean 'deepep'" -- "${moe[@]}" --moe-dispatcher deeep
 expect moe-ranks-alltoall 2 "moe_ranks_per_token: MoE ranks per token applies to the deepep dispatcher" -- "${moe[@]}" --moe-ranks-per-token 1
 expect moe-ranks-range 2 "must be in \[1, min\(top_k, ep\)\] = \[1, 8\]" -- "${moe[@]}" --moe-dispatcher deepep --moe-ranks-per-token 9

@@ -490,6 +490,13 @@ void run_train(Context& ctx, const TrainArgs& a) {
                                               r.memory.peak_rank, r.memory.peak_stage)});
   s.add_row({"fits", r.memory.fits ? "yes" : "NO"});
   s.add_row({"communication", fabric_description(a.fabric, topology)});
+  if (model.is_moe()) {
+    s.add_row({"MoE", fmt::format("top-{} of {} experts, ep {}, {} dispatcher ({:.2f} copies per token), {}, load imbalance {:g}",
+                                  model.moe.top_k, model.moe.num_experts, plan.ep, tr::moe_dispatcher_name(plan.moe_dispatcher),
+                                  plan.moe_copies_per_token(model.moe.num_experts, model.moe.top_k),
+                                  plan.capacity_factor > 0 ? fmt::format("capacity factor {:g}", plan.capacity_factor) : "dropless",
+                                  plan.load_imbalance)});
+  }
   for (const tr::SlowLink& l : opt.slow_links) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
