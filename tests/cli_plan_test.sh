@@ -151,6 +151,7 @@ assert any(p["plan"]["unsharded_layers"] >= 1 for p in on["top"] + on["pareto"])
 assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
 PY
 then pass=$((pass+1)); else echo "FAIL plan unsharding"; fail=$((fail+1)); fi
+expect plan-moe-line 0 "MoE: top-2 of 8 experts, deepep dispatcher, dropless, load imbalance 1" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --top 1 --quiet --moe-dispatcher deepep --max-cp 1 --shardings zero3
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
 expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
 
