@@ -368,14 +368,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts(),
                          a.kernels.allocator,
                          a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);
-  if (model.is_moe()) {
-    ctx.out << fmt::format("MoE: top-{} of {} experts, {} dispatcher{}, {}, load imbalance {:g}\n", model.moe.top_k,
-                           model.moe.num_experts, tr::moe_dispatcher_name(o.base.moe_dispatcher),
-                           o.base.moe_ranks_per_token > 0 ? fmt::format(" ({:g} EP ranks per token)", o.base.moe_ranks_per_token)
-                                                          : std::string(),
-                           o.base.capacity_factor > 0 ? fmt::format("capacity factor {:g}", o.base.capacity_factor) : "dropless",
-                           o.base.load_imbalance);
-  }
+  if (model.is_moe()) ctx.out << "MoE: " << moe_routing(model, o.base, false) << "\n";
   ctx.out << fmt::format("communication: {}{}\n", fabric_description(a.fabric, topology),
                          topology ? fmt::format("; the search on the alpha-beta model, its best {} plans re-simulated "
                                                 "on the topology and the top {} re-ranked (a plan outside them could "

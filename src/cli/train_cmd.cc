@@ -384,26 +384,14 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["calibration"] = calibration_json(cm.calibration(), a.kernels);
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
-    j["plan"] = {{"dp", plan.dp},
-                 {"tp", plan.tp},
-                 {"pp", plan.pp},
-                 {"cp", plan.cp},
-                 {"ep", plan.ep},
-                 {"vp", plan.vp},
-                 {"first_stage_layers", tr::stage_layers(plan, model.layers, 0)},
-                 {"last_stage_layers", tr::stage_layers(plan, model.layers, plan.pp - 1)},
-                 {"sp", plan.sp},
-                 {"schedule", tr::schedule_name(plan.schedule)},
-                 {"mbs", plan.mbs},
-                 {"gbs", plan.gbs},
+    // The planner's plan object (train_common.h), with the layers the end stages hold (not the uneven
+    // split's 0 = even) and the rest of the resolved plan (rule 6: a result records its whole configuration).
+    Json pj = plan_json(plan);
+    pj["first_stage_layers"] = tr::stage_layers(plan, model.layers, 0);
+    pj["last_stage_layers"] = tr::stage_layers(plan, model.layers, plan.pp - 1);
+    pj.update(Json{{"gbs", plan.gbs},
                  {"seq", plan.seq},
-                 {"microbatches", plan.microbatches()},
-                 {"recompute", tr::recompute_name(plan.recompute)},
                  {"precision", hw::dtype_name(plan.precision)},
-                 {"dp_sharding", tr::sharding_name(plan.sharding)},
-                 // The rest of the resolved plan (rule 6: a result records its whole configuration).
-                 {"shard_group", plan.shard_group},
-                 {"unsharded_layers", plan.unsharded_layers},
                  {"fsdp_prefetch", plan.fsdp_prefetch},
                  {"recompute_layers", plan.recompute_layers},
                  {"activation_offload", plan.activation_offload},
@@ -421,7 +409,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"moe_dispatcher", tr::moe_dispatcher_name(plan.moe_dispatcher)},
                  {"moe_ranks_per_token", plan.moe_ranks_per_token},
                  {"moe_copies_per_token", model.is_moe() ? Json(plan.moe_copies_per_token(model.moe.num_experts, model.moe.top_k))
-                                                         : Json(nullptr)}};
+                                                         : Json(nullptr)}});
+    j["plan"] = pj;
     if (model.is_dit()) j["video"] = video_json(model.dit);
     j["stragglers"] = opt.step.stage_slowdown;  // per stage slowdown factor; empty = none
     Json links = Json::array();
@@ -490,13 +479,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                                               r.memory.peak_rank, r.memory.peak_stage)});
   s.add_row({"fits", r.memory.fits ? "yes" : "NO"});
   s.add_row({"communication", fabric_description(a.fabric, topology)});
-  if (model.is_moe()) {
-    s.add_row({"MoE", fmt::format("top-{} of {} experts, ep {}, {} dispatcher ({:.2f} copies per token), {}, load imbalance {:g}",
-                                  model.moe.top_k, model.moe.num_experts, plan.ep, tr::moe_dispatcher_name(plan.moe_dispatcher),
-                                  plan.moe_copies_per_token(model.moe.num_experts, model.moe.top_k),
-                                  plan.capacity_factor > 0 ? fmt::format("capacity factor {:g}", plan.capacity_factor) : "dropless",
-                                  plan.load_imbalance)});
-  }
+  if (model.is_moe()) s.add_row({"MoE", moe_routing(model, plan, true)});
   for (const tr::SlowLink& l : opt.slow_links) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});

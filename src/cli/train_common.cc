@@ -286,6 +286,19 @@ std::string sharding_label(const train::Plan& p) {
   return std::string(train::sharding_name(p.sharding)) + kept;
 }
 
+std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool per_plan) {
+  std::string copies;
+  if (per_plan) {
+    copies = fmt::format(" ({:.2f} copies per token)", p.moe_copies_per_token(m.moe.num_experts, m.moe.top_k));
+  } else if (p.moe_ranks_per_token > 0) {
+    copies = fmt::format(" ({:g} EP ranks per token)", p.moe_ranks_per_token);
+  }
+  return fmt::format("top-{} of {} experts{}, {} dispatcher{}, {}, load imbalance {:g}", m.moe.top_k, m.moe.num_experts,
+                     per_plan ? fmt::format(", ep {}", p.ep) : std::string(), train::moe_dispatcher_name(p.moe_dispatcher),
+                     copies, p.capacity_factor > 0 ? fmt::format("capacity factor {:g}", p.capacity_factor) : "dropless",
+                     p.load_imbalance);
+}
+
 std::string schedule_label(const train::Plan& p) {
   if (p.pp == 1) return "-";
   return std::string(train::schedule_name(p.schedule));

@@ -107,6 +107,10 @@ std::string schedule_label(const train::Plan& p);
 std::vector<std::string> plan_header();  // tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp
 std::vector<std::string> plan_cells(const train::Plan& p);
 io::Json plan_json(const train::Plan& p);
+// A MoE model's routing under plan p: "top-K of E experts, <dispatcher> dispatcher, <capacity>, load
+// imbalance L"; with `per_plan` also the EP degree and the copies per token the all-to-alls move
+// (Plan::moe_copies_per_token), else the stated EP ranks per token if any (the planner's shared setting).
+std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool per_plan);
 // Bytes as GiB with two decimals ("73.93"), the unit of the training tables.
 std::string gib(Bytes b);
 // A memory breakdown in bytes: weights, gradients, optimizer, activations, temporary, communication,

@@ -10,6 +10,7 @@
 #include "io/catalog_loader.h"
 #include "net/topology_builders.h"
 #include "train/simulator.h"
+#include "train/test_support.h"
 
 namespace orrery::train {
 namespace {
@@ -220,14 +221,7 @@ TEST(ThroughputBound, EqualsTheIdealPipelineStep) {
   const hw::GpuSpec gpu = test_gpu();
   const compute::ComputeModel cm(gpu);
   const Time opt = cm.memory_bound(Bytes(0));
-  ModelCosts c;
-  c.layer.resize(16);
-  for (LayerCost& l : c.layer) {
-    l.fwd = Time::ms(1);
-    l.bwd_input = Time::ms(1);
-    l.bwd_weight = Time::ms(1);
-    l.recompute_full = Time::ms(1);
-  }
+  const ModelCosts c = testing::synthetic(16, Time::ms(1), Time::ms(1), Time::ms(1));
   const FixedComm comm(Time::zero(), Time::zero());
   for (const auto& [schedule, vp, ms] : {std::tuple<Schedule, int64_t, int64_t>{Schedule::kOneFOneB, 1, 132},
                                          {Schedule::kInterleaved, 2, 114},
@@ -256,14 +250,7 @@ TEST(ThroughputBound, Zero3CollectivesOnOneLinkAddUp) {
   const model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
   const hw::GpuSpec gpu = test_gpu();
   const compute::ComputeModel cm(gpu);
-  ModelCosts c;
-  c.layer.resize(4);
-  for (LayerCost& l : c.layer) {
-    l.fwd = Time::us(100);
-    l.bwd_input = Time::us(100);
-    l.bwd_weight = Time::us(100);
-    l.params = 1000;
-  }
+  const ModelCosts c = testing::synthetic(4, Time::us(100), Time::us(100), Time::us(100), 1000);
   Plan p;
   p.dp = 2;
   p.gbs = 4;

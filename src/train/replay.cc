@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "compute/compute_model.h"
 #include "core/error.h"
 #include "core/strings.h"
 
@@ -211,7 +212,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
       if (r.grad_bytes == 3) throw InputError(at.with_key("grad_bytes"), fmt::format("expected 2 or 4, found 3 (row {})", r.id));
     }
     r.attention_kernel = optional("attention_kernel");
-    check_choice(r.attention_kernel, {"default", "fa2", "cudnn", "fa3"}, at.with_key("attention_kernel"), true);
+    if (!r.attention_kernel.empty()) compute::parse_attention_kernel(r.attention_kernel, at.with_key("attention_kernel"));
     r.moe_dispatcher = optional("moe_dispatcher");
     if (!r.moe_dispatcher.empty()) parse_moe_dispatcher(r.moe_dispatcher, at.with_key("moe_dispatcher"));
     if (const std::string& v = optional("moe_ranks_per_token"); !v.empty()) {

@@ -10,6 +10,7 @@
 namespace orrery::train {
 namespace {
 
+using testing::synthetic;
 using testing::test_gpu;
 
 // Every collective takes `coll`, every pipeline transfer `p2p`.
@@ -22,21 +23,6 @@ class FixedComm final : public CommModel {
  private:
   Time coll_, p2p_;
 };
-
-// Synthetic costs: every layer's forward tf, input-gradient tb, weight-gradient tw; no parameters
-// (the optimizer then costs one kernel launch), no embedding or head work.
-ModelCosts synthetic(int64_t layers, Time tf, Time tb, Time tw, int64_t params = 0) {
-  ModelCosts c;
-  c.layer.resize(static_cast<size_t>(layers));
-  for (LayerCost& l : c.layer) {
-    l.fwd = tf;
-    l.bwd_input = tb;
-    l.bwd_weight = tw;
-    l.recompute_full = tf;
-    l.params = params;
-  }
-  return c;
-}
 
 struct Fixture {
   model::ModelSpec model = model::ModelSpec::llama({16, 1024, 8, 8, 4096, 32000, 1024});

@@ -4,6 +4,7 @@
 #include "hw/hw_catalog.h"
 #include "model/model_spec.h"
 #include "train/comm_model.h"
+#include "train/layer_costs.h"
 
 namespace orrery::train::testing {
 
@@ -30,6 +31,21 @@ inline model::ModelSpec small_moe(int64_t layers, int64_t seq) {
   m.moe.expert_ffn = 4096;
   m.validate();
   return m;
+}
+
+// Synthetic costs: every layer's forward tf (and full recompute), input-gradient tb, weight-gradient tw,
+// `params` parameters (0: the optimizer costs one kernel launch); no embedding or head work.
+inline ModelCosts synthetic(int64_t layers, Time tf, Time tb, Time tw, int64_t params = 0) {
+  ModelCosts c;
+  c.layer.resize(static_cast<size_t>(layers));
+  for (LayerCost& l : c.layer) {
+    l.fwd = tf;
+    l.bwd_input = tb;
+    l.bwd_weight = tw;
+    l.recompute_full = tf;
+    l.params = params;
+  }
+  return c;
 }
 
 // Communication that takes no time (closed forms that leave it out).
