@@ -24,8 +24,11 @@ const char* kLlamaRow =
     "X2,torchtitan-2412,llama,8.03,32,4096,32,8,14336,128256,8192,h100-sxm-96g-500w,8,1,1,8,1,1,1,2,16,no,selective,"
     "bf16,fsdp,tokens_per_s_per_gpu,5762,eager\n";
 
+// A scratch table named after the running test (ctest runs the tests of this file as parallel
+// processes, so a shared name would race).
 std::string write(const std::string& name, const std::string& text) {
-  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("orrery_replay_test_" + name + ".csv");
+  const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / ("orrery_replay_test_" + test + "_" + name + ".csv");
   std::ofstream(p) << text;
   return p.string();
 }
@@ -186,7 +189,7 @@ TEST(Replay, OptionalColumnsNameAModelAndTheStack) {
   const std::string row =
       "M2,nemo-automodel,,,48,2048,32,4,768,151936,4096,h100-sxm,8,1,1,8,1,8,,4,512,no,full,bf16,fsdp,step_time_s,"
       "21.773,x,qwen3-30b-a3b,,,,deepep,1\n";
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "orrery_replay_test_dir";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "orrery_replay_test_OptionalColumns_dir";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "m.json") << "{}";
   const std::string table = (dir / "t.csv").string();
