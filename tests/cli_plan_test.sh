@@ -152,6 +152,20 @@ assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_g
 PY
 then pass=$((pass+1)); else echo "FAIL plan unsharding"; fail=$((fail+1)); fi
 expect plan-moe-line 0 "MoE: top-2 of 8 experts, deepep dispatcher, dropless, load imbalance 1" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --top 1 --quiet --moe-dispatcher deepep --max-cp 1 --shardings zero3
+# --moe-dispatcher with a list searches each dispatcher where ep > 1: top-2 of 8 experts on ep 4 sends
+# 4(1 - C(6,2)/C(8,2)) = 1.86 copies per token with deepep against 2 with alltoall, so the searched
+# top holds deepep plans, and the JSON names the list; a bad item names the flag and the nearest name.
+moe_plan=(plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --top 3 --quiet --max-cp 1 --shardings zero3)
+if "$bin" --json "${moe_plan[@]}" --moe-dispatcher alltoall,deepep | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["moe_dispatchers"] == ["alltoall", "deepep"] and d["moe_dispatcher"] == "alltoall"
+assert any(p["plan"]["moe_dispatcher"] == "deepep" and p["plan"]["ep"] > 1 for p in d["top"])
+assert all(p["plan"]["moe_dispatcher"] in ("alltoall", "deepep") for p in d["top"] + d["pareto"])
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL plan-moe-dispatchers"; fail=$((fail+1)); fi
+expect plan-moe-searched 0 "alltoall or deepep \(searched\) dispatcher" -- "${moe_plan[@]}" --moe-dispatcher alltoall,deepep
+expect plan-moe-deepep-cell 0 " 4 deepep " -- "${moe_plan[@]}" --moe-dispatcher alltoall,deepep
+expect plan-moe-list-bad 2 "--moe-dispatcher: unknown MoE token dispatcher 'deepp'; did you mean 'deepep'" -- "${moe_plan[@]}" --moe-dispatcher alltoall,deepp
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
 expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
 

@@ -131,6 +131,7 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   s.sp_on = sp != "no";
   s.sp_off = sp != "yes";
   s.unshard = parse_yes_no(a.unshard, "--unsharding");
+  s.moe_dispatchers = parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
   return s;
 }
 
@@ -272,12 +273,16 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.allocator = parse_allocator(a.kernels.allocator);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
-  o.base.moe_dispatcher = tr::parse_moe_dispatcher(a.moe_dispatcher, kCl.with_key("--moe-dispatcher"));
+  // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers).
+  const std::vector<tr::MoeDispatcher> dispatchers =
+      parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
+  const bool deepep = std::find(dispatchers.begin(), dispatchers.end(), tr::MoeDispatcher::kDeepEp) != dispatchers.end();
+  o.base.moe_dispatcher = dispatchers.front();
   o.base.moe_ranks_per_token = a.moe_ranks_per_token;
   if (!(a.moe_ranks_per_token >= 0.0 && std::isfinite(a.moe_ranks_per_token))) {
     throw InputError(kCl.with_key("--moe-ranks-per-token"), fmt::format("expected a finite number >= 0, found {}", a.moe_ranks_per_token));
   }
-  if (a.moe_ranks_per_token > 0.0 && o.base.moe_dispatcher != tr::MoeDispatcher::kDeepEp) {
+  if (a.moe_ranks_per_token > 0.0 && !deepep) {
     throw InputError(kCl.with_key("--moe-ranks-per-token"), "applies to --moe-dispatcher deepep (alltoall sends top_k copies)");
   }
   if (!(a.capacity_factor >= 0.0 && std::isfinite(a.capacity_factor))) {
@@ -336,7 +341,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["grad_bytes"] = o.base.grad_bytes;
     j["capacity_factor"] = o.base.capacity_factor;
     j["load_imbalance"] = o.base.load_imbalance;
+    Json searched = Json::array();
+    for (tr::MoeDispatcher d : o.space.moe_dispatchers) searched.push_back(tr::moe_dispatcher_name(d));
     j["moe_dispatcher"] = tr::moe_dispatcher_name(o.base.moe_dispatcher);
+    j["moe_dispatchers"] = searched;
     j["moe_ranks_per_token"] = o.base.moe_ranks_per_token;
     j["comm_model"] = a.fabric.comm_model;
     if (topology) j["fabric"] = fabric_json(a.fabric);
@@ -368,7 +376,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts(),
                          a.kernels.allocator,
                          a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);
-  if (model.is_moe()) ctx.out << "MoE: " << moe_routing(model, o.base, false) << "\n";
+  if (model.is_moe()) ctx.out << "MoE: " << moe_routing(model, o.base, false, o.space.moe_dispatchers) << "\n";
   ctx.out << fmt::format("communication: {}{}\n", fabric_description(a.fabric, topology),
                          topology ? fmt::format("; the search on the alpha-beta model, its best {} plans re-simulated "
                                                 "on the topology and the top {} re-ranked (a plan outside them could "
@@ -451,7 +459,8 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
   c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();
   c->add_option("--moe-dispatcher", a->moe_dispatcher,
-                "MoE token exchange: alltoall (Megatron-Core: top_k copies per token) | deepep (one copy per EP rank reached)")
+                "MoE token exchange: alltoall (Megatron-Core: top_k copies per token) | deepep (one copy per EP rank reached); "
+                "a comma-separated list searches each")
       ->capture_default_str();
   c->add_option("--moe-ranks-per-token", a->moe_ranks_per_token,
                 "deepep: EP ranks each token reaches, at most min(top_k, ep) (0 = expected under uniform routing)")

@@ -406,7 +406,6 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"tp_comm_overlap", plan.tp_comm_overlap},
                  {"capacity_factor", plan.capacity_factor},
                  {"load_imbalance", plan.load_imbalance},
-                 {"moe_dispatcher", tr::moe_dispatcher_name(plan.moe_dispatcher)},
                  {"moe_ranks_per_token", plan.moe_ranks_per_token},
                  {"moe_copies_per_token", model.is_moe() ? Json(plan.moe_copies_per_token(model.moe.num_experts, model.moe.top_k))
                                                          : Json(nullptr)}});

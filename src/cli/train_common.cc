@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/app.h"
 #include "core/error.h"
@@ -286,7 +287,14 @@ std::string sharding_label(const train::Plan& p) {
   return std::string(train::sharding_name(p.sharding)) + kept;
 }
 
-std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool per_plan) {
+std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool per_plan,
+                        const std::vector<train::MoeDispatcher>& searched) {
+  std::string dispatcher(train::moe_dispatcher_name(p.moe_dispatcher));
+  if (searched.size() > 1) {
+    std::vector<std::string_view> names;
+    for (train::MoeDispatcher d : searched) names.push_back(train::moe_dispatcher_name(d));
+    dispatcher = fmt::format("{} (searched)", fmt::join(names, " or "));
+  }
   std::string copies;
   if (per_plan) {
     copies = fmt::format(" ({:.2f} copies per token)", p.moe_copies_per_token(m.moe.num_experts, m.moe.top_k));
@@ -294,7 +302,7 @@ std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool pe
     copies = fmt::format(" ({:g} EP ranks per token)", p.moe_ranks_per_token);
   }
   return fmt::format("top-{} of {} experts{}, {} dispatcher{}, {}, load imbalance {:g}", m.moe.top_k, m.moe.num_experts,
-                     per_plan ? fmt::format(", ep {}", p.ep) : std::string(), train::moe_dispatcher_name(p.moe_dispatcher),
+                     per_plan ? fmt::format(", ep {}", p.ep) : std::string(), dispatcher,
                      copies, p.capacity_factor > 0 ? fmt::format("capacity factor {:g}", p.capacity_factor) : "dropless",
                      p.load_imbalance);
 }
@@ -311,7 +319,10 @@ std::vector<std::string> plan_header() {
 std::vector<std::string> plan_cells(const train::Plan& p) {
   const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
                                            : std::to_string(p.pp);
-  return {std::to_string(p.tp),  pp,                   std::to_string(p.cp), std::to_string(p.ep),
+  // "8 deepep": expert parallelism whose tokens go through DeepEP (the default all-to-all unmarked).
+  const std::string ep = p.ep > 1 && p.moe_dispatcher == train::MoeDispatcher::kDeepEp ? fmt::format("{} deepep", p.ep)
+                                                                                       : std::to_string(p.ep);
+  return {std::to_string(p.tp),  pp,                   std::to_string(p.cp), ep,
           std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
           sharding_label(p),     std::string(train::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
 }
@@ -332,7 +343,8 @@ io::Json plan_json(const train::Plan& p) {
                   {"dp_sharding", train::sharding_name(p.sharding)},
                   {"shard_group", p.shard_group},
                   {"unsharded_layers", p.unsharded_layers},
-                  {"recompute", train::recompute_name(p.recompute)}};
+                  {"recompute", train::recompute_name(p.recompute)},
+                  {"moe_dispatcher", train::moe_dispatcher_name(p.moe_dispatcher)}};
 }
 
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }

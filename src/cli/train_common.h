@@ -110,7 +110,9 @@ io::Json plan_json(const train::Plan& p);
 // A MoE model's routing under plan p: "top-K of E experts, <dispatcher> dispatcher, <capacity>, load
 // imbalance L"; with `per_plan` also the EP degree and the copies per token the all-to-alls move
 // (Plan::moe_copies_per_token), else the stated EP ranks per token if any (the planner's shared setting).
-std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool per_plan);
+// `searched`: the planner's dispatchers when it tries more than one ("alltoall or deepep dispatcher").
+std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool per_plan,
+                        const std::vector<train::MoeDispatcher>& searched = {});
 // Bytes as GiB with two decimals ("73.93"), the unit of the training tables.
 std::string gib(Bytes b);
 // A memory breakdown in bytes: weights, gradients, optimizer, activations, temporary, communication,

@@ -203,7 +203,16 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
           if (sp.sp_on) sps.push_back(true);
           if (sp.sp_off) sps.push_back(false);
         }
+        // (ep, dispatcher): every listed dispatcher where tokens cross EP ranks.
+        std::vector<std::pair<int64_t, MoeDispatcher>> routings;
         for (int64_t ep : eps) {
+          if (ep == 1 || sp.moe_dispatchers.empty()) {
+            routings.emplace_back(ep, o.base.moe_dispatcher);
+          } else {
+            for (MoeDispatcher d : sp.moe_dispatchers) routings.emplace_back(ep, d);
+          }
+        }
+        for (const auto& [ep, dispatcher] : routings) {
           for (const auto& [schedule, vp] : schedules) {
             for (int64_t mbs : mbss) {
               for (const auto& [sharding, group] : shardings) {
@@ -215,6 +224,8 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                     p.pp = pp;
                     p.cp = cp;
                     p.ep = ep;
+                    p.moe_dispatcher = dispatcher;
+                    if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
                     p.vp = vp;
                     p.schedule = schedule;
                     p.mbs = mbs;

@@ -3,8 +3,8 @@
 // reasons the others fail (issue 6, "Planner"; docs/planner.md).
 //
 // Model card
-//   What: a search, not a model. Candidates are enumerated in a fixed nested order (tp, pp, cp, ep,
-//     schedule and vp, mbs, sharding and HSDP group, recompute, sp); each is checked with
+//   What: a search, not a model. Candidates are enumerated in a fixed nested order (tp, pp, cp, ep, MoE
+//     dispatcher, schedule and vp, mbs, sharding and HSDP group, recompute, sp); each is checked with
 //     validate_plan() (train/plan.h), then costed (train/layer_costs.h) and its memory computed
 //     (train/memory.h), exactly what evaluate() does with simulate = false. Plans within the memory
 //     budget are simulated with evaluate() (train/train.h).
@@ -86,6 +86,10 @@ struct SearchSpace {
   // order of the plans they come from). Off by default: a variant fills the budget with its tensors, so
   // its caching-allocator reservation may pass the capacity (give --budget-gib below it for headroom).
   bool unshard = false;
+  // MoE plans with ep > 1: one plan per token dispatcher listed (Plan::moe_dispatcher). Empty: the base
+  // plan's dispatcher only. Plans without expert parallelism keep the base's (nothing is exchanged). A
+  // plan with kAllToAll drops the base's moe_ranks_per_token, which only deepep reads.
+  std::vector<MoeDispatcher> moe_dispatchers;
 };
 
 struct PlannerOptions {

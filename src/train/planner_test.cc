@@ -193,6 +193,48 @@ TEST(Planner, PruningIsExactWithExpertAndContextParallelism) {
   EXPECT_GT(pruned.counts.pruned, 0);
 }
 
+// --moe-dispatcher alltoall,deepep: each plan whose tokens cross EP ranks (ep > 1) comes once per
+// dispatcher, the rest once; so the search's space is the union of the two single-dispatcher spaces, and
+// (the pruning being exact) its best plan is the better of their two best.
+TEST(Planner, SearchesEachListedMoeDispatcherWhereTokensCrossRanks) {
+  Small s;
+  const model::ModelSpec moe = testing::small_moe(4, 128);
+  PlannerOptions o = s.options();
+  o.base.moe_ranks_per_token = 1.0;  // deepep's; an alltoall plan must drop it to stay valid
+  o.base.moe_dispatcher = MoeDispatcher::kDeepEp;
+  PlannerOptions a2a = o;
+  a2a.base.moe_dispatcher = MoeDispatcher::kAllToAll;
+  a2a.base.moe_ranks_per_token = 0.0;
+  PlannerOptions both = o;
+  both.space.moe_dispatchers = {MoeDispatcher::kAllToAll, MoeDispatcher::kDeepEp};
+  const std::vector<Plan> one = enumerate_plans(moe, s.cluster, a2a);
+  const std::vector<Plan> two = enumerate_plans(moe, s.cluster, both);
+  int64_t ep_plans = 0;
+  for (const Plan& p : one) ep_plans += p.ep > 1 ? 1 : 0;
+  ASSERT_GT(ep_plans, 0);
+  EXPECT_EQ(static_cast<int64_t>(two.size()), static_cast<int64_t>(one.size()) + ep_plans);
+  int64_t deepep = 0;
+  for (const Plan& p : two) {
+    if (p.moe_dispatcher == MoeDispatcher::kDeepEp) {
+      ++deepep;
+      EXPECT_DOUBLE_EQ(p.moe_ranks_per_token, 1.0);
+    } else {
+      EXPECT_GT(p.ep, 1) << "plans without EP keep the base's dispatcher (deepep here)";
+      EXPECT_EQ(p.moe_ranks_per_token, 0.0);
+    }
+    for (const ConstraintError& e : validate_plan(moe, p, o.gpus, s.gpu)) EXPECT_NE(e.key, "moe_ranks_per_token");
+  }
+  EXPECT_EQ(deepep, static_cast<int64_t>(one.size()));  // every ep > 1 plan once, and the ep = 1 ones
+  const PlannerResult r_a2a = plan_training(moe, s.cluster, s.cm, a2a);
+  const PlannerResult r_deep = plan_training(moe, s.cluster, s.cm, o);
+  const PlannerResult r_both = plan_training(moe, s.cluster, s.cm, both);
+  ASSERT_FALSE(r_a2a.top.empty());
+  ASSERT_FALSE(r_deep.top.empty());
+  ASSERT_FALSE(r_both.top.empty());
+  EXPECT_DOUBLE_EQ(r_both.top.front().tokens_per_s_per_gpu,
+                   std::max(r_a2a.top.front().tokens_per_s_per_gpu, r_deep.top.front().tokens_per_s_per_gpu));
+}
+
 // Every collective takes `coll`, every pipeline transfer `p2p` (as in simulator_test.cc).
 // `link`: the link kind every group's traffic uses (for the simulator's link sharing); none by default.
 class FixedComm final : public CommModel {
