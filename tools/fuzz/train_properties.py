@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Property checks of `orrery train` over random plans (metamorphic testing: no expected value, only
+relations between two runs that the physics fixes).
+
+Draws random valid plans (a catalog model, 8-64 GPUs of h100-sxm or a100-80g, tp/pp/cp/ep/mbs/schedule/
+sharding/sp at random; draws that `train` rejects with exit 2 are drawn again) and, for each, runs pairs of
+plans that differ in one setting. Each relation below holds for every plan, with its reason:
+
+  sums           the time categories add up to the step and the memory categories to the peak
+                 (docs/training.md, JSON keys), and tokens/s x step = gbs x seq / gpus
+  deterministic  the same command twice gives byte-identical JSON (rule 6)
+  recompute      --recompute full: the step is not shorter (the backward redoes the forward) and the peak
+                 not higher (only layer inputs are saved) than --recompute none
+  offload        --activation-offload / --optimizer-offload: the peak is not higher
+  nic            a 400 Gb/s NIC gives a step no longer than a 200 Gb/s one
+  straggler      --straggler 0:1.5 (stage 0 1.5x slower): the step is not shorter
+  slow link      --slow-link 0:nic:3: the step is not shorter
+
+Relations that look as if they should hold but do not always, and why (reported with -v, not failures):
+  --overlap-grad-reduce no can be faster: the overlapped DP reduction shares the NIC with EP all-to-alls
+    or pipeline sends on the critical path (link sharing), which it then slows (3% seen on Qwen3 MoE, ep 4).
+  --fsdp-prefetch 2 can be slower than 1: the earlier all-gathers share the link with other traffic.
+  --grad-bytes 2 can lengthen a tiny step by ~1e-4: the 40 MB bucket holds twice the gradients, so the
+    last bucket's reduction starts later.
+  fsdp's peak can pass zero2's on small models (gpt2): the gathered layers and FSDP's root unit outweigh
+    the sharded bf16 parameters.
+  --tp-comm-overlap yes can be slower on small per-GPU GEMMs (Transformer Engine's chunked GEMMs).
+  --power-limit below TDP can shorten a step by ~1e-4: slower compute reorders collectives on shared links.
+
+  python3 tools/fuzz/train_properties.py [-v] build/release/orrery [PLANS [SEED]]   (default 40 plans, seed 1)
+Exits 1 when a relation that must hold fails or a run crashes (exit other than 0, 1, 2); prints each with
+its commands. J=N sets the parallel runs (default 2). 40 plans: about 1,000 runs, 20 s on 2 cores.
+"""
+import concurrent.futures as cf
+import json
+import os
+import random
+import subprocess
+import sys
+
+argv = sys.argv[1:]
+VERBOSE = argv[:1] == ['-v']
+if VERBOSE:
+    argv = argv[1:]
+if not argv:
+    sys.exit(__doc__)
+BIN = os.path.abspath(argv[0])
+PLANS = int(argv[1]) if len(argv) > 1 else 40
+SEED = int(argv[2]) if len(argv) > 2 else 1
+J = int(os.environ.get('J', '2'))
+
+MODELS = ['gpt2', 'llama2-7b', 'llama3-8b', 'mixtral-8x7b', 'qwen3-30b-a3b']
+MOE = {'mixtral-8x7b', 'qwen3-30b-a3b'}
+EPS = 1e-9
+
+
+def draw(rng):
+    model = rng.choice(MODELS)
+    gpus = rng.choice([8, 16, 32, 64])
+    tp, pp, cp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4]), rng.choice([1, 1, 2])
+    if gpus % (tp * pp * cp):
+        return None
+    dp = gpus // (tp * pp * cp)
+    mbs = rng.choice([1, 2])
+    micro = rng.choice([1, 2, 4, 8])
+    a = ['--model', model, '--gpu', rng.choice(['h100-sxm', 'a100-80g']), '--gpus', str(gpus), '--tp', str(tp),
+         '--pp', str(pp), '--cp', str(cp), '--mbs', str(mbs), '--gbs', str(dp * mbs * micro),
+         '--seq', str(rng.choice([2048, 4096])), '--dp-sharding', rng.choice(['none', 'distopt', 'zero2', 'fsdp']),
+         '--sp', 'yes' if tp > 1 and rng.random() < 0.7 else 'no', '--allocator', rng.choice(['none', 'classic'])]
+    if model in MOE and dp * cp >= 2:
+        a += ['--ep', str(rng.choice([e for e in (1, 2, 4, 8) if (dp * cp) % e == 0]))]
+    if pp > 1:
+        a += ['--schedule', rng.choice(['1f1b', 'gpipe', 'zero-bubble'])]
+    return a
+
+
+def run(args):
+    r = subprocess.run([BIN, '--json', 'train'] + args, capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+def le(x, y):
+    return x <= y * (1 + EPS)
+
+
+# name: (args of run a, args of run b, relation(a, b), must hold)
+PAIRS = {
+    'recompute': (['--recompute', 'none'], ['--recompute', 'full'],
+                  lambda a, b: le(a['step_time_s'], b['step_time_s']) and b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
+    'activation offload': ([], ['--activation-offload'], lambda a, b: b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
+    'optimizer offload': ([], ['--optimizer-offload'], lambda a, b: b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
+    'nic': (['--nic-bandwidth', '200 Gb/s'], ['--nic-bandwidth', '400 Gb/s'], lambda a, b: le(b['step_time_s'], a['step_time_s']), True),
+    'straggler': ([], ['--straggler', '0:1.5'], lambda a, b: le(a['step_time_s'], b['step_time_s']), True),
+    'slow link': ([], ['--slow-link', '0:nic:3'], lambda a, b: le(a['step_time_s'], b['step_time_s']), True),
+    'overlap-grad-reduce no': ([], ['--overlap-grad-reduce', 'no'], lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
+    'fsdp-prefetch 2': ([], ['--fsdp-prefetch', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
+    'grad-bytes 2': ([], ['--grad-bytes', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
+    'tp-comm-overlap yes': ([], ['--tp-comm-overlap', 'yes'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
+    'power-limit 500 W': ([], ['--power-limit', '500 W'], lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
+}
+
+
+def sums(d, args):
+    gpus = int(args[args.index('--gpus') + 1])
+    tokens = int(args[args.index('--gbs') + 1]) * int(args[args.index('--seq') + 1]) / gpus
+    step = d['step_time_s']
+    return (abs(sum(d['time'].values()) - step) <= 1e-6 * step and
+            abs(sum(d['memory'].values()) - d['peak_memory_bytes']) <= 1e-6 * d['peak_memory_bytes'] + 1 and
+            abs(d['tokens_per_s_per_gpu'] * step - tokens) <= 1e-6 * tokens)
+
+
+def check(base):
+    """Returns (failures, notes) of one base plan that train accepts."""
+    rc, out, err = run(base)
+    fails, notes = [], []
+    if rc not in (0, 1):
+        return [f'crash (exit {rc}): train {" ".join(base)}: {err.strip()[-300:]}'], notes
+    d = json.loads(out)
+    if not sums(d, base):
+        fails.append(f'sums: train {" ".join(base)}')
+    rc2, out2, _ = run(base)
+    if out2 != out:
+        fails.append(f'deterministic: train {" ".join(base)}')
+    for name, (xa, xb, rel, strict) in PAIRS.items():
+        res = [run(base + x) for x in (xa, xb)]
+        if any(r[0] not in (0, 1, 2) for r in res):
+            fails.append(f'crash: train {" ".join(base)} with {xa or xb}')
+            continue
+        if any(r[0] == 2 for r in res):
+            continue  # the setting does not apply to this plan (e.g. a slow link on one GPU)
+        a, b = (json.loads(r[1]) for r in res)
+        if not rel(a, b):
+            line = (f'{name}: {a["step_time_s"]:.6g} s / {a["peak_memory_bytes"]} B -> {b["step_time_s"]:.6g} s / '
+                    f'{b["peak_memory_bytes"]} B: train {" ".join(base)} [{" ".join(xa)}] vs [{" ".join(xb)}]')
+            (fails if strict else notes).append(line)
+    return fails, notes
+
+
+def main():
+    rng = random.Random(SEED)
+    bases = []
+    while len(bases) < PLANS * 3:  # about half are rejected (exit 2); the first PLANS accepted are checked
+        b = draw(rng)
+        if b is not None:
+            bases.append(b)
+    fails, notes, checked = [], [], 0
+    with cf.ThreadPoolExecutor(J) as ex:
+        accepted = [b for b, rc in zip(bases, ex.map(lambda b: run(b)[0], bases)) if rc != 2][:PLANS]
+        for res in ex.map(check, accepted):
+            checked += 1
+            fails += res[0]
+            notes += res[1]
+    for line in fails:
+        print('FAIL', line)
+    if VERBOSE:
+        for line in notes:
+            print('note', line)
+    print(f'train properties: {checked} plans, {len(fails)} failures, {len(notes)} known non-monotone cases (-v lists them)')
+    sys.exit(1 if fails or checked < PLANS else 0)
+
+
+main()
