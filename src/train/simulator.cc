@@ -121,8 +121,11 @@ class Builder {
     return 2 * s + (*k == LinkKind::kNic ? 0 : 1);
   }
 
+  // `name()` gives the trace's label; it runs only for traced stages (a template, not std::function:
+  // a capturing lambda would cost an allocation per task).
+  template <class NameFn>
   TaskId add_task(int32_t s, StreamId stream, Time dur, TimeCategory category, const Parts& parts, bool filler,
-                  std::string_view stream_name, const std::function<std::string()>& name, int32_t resource = -1) {
+                  std::string_view stream_name, const NameFn& name, int32_t resource = -1) {
     Task t;
     t.stream = stream;
     t.resource = resource;
@@ -133,7 +136,7 @@ class Builder {
     const TaskId id = g_.add(t);
     parts_.push_back(parts);
     stage_of_.push_back(s);
-    preds_.emplace_back();
+    if (o_.trace_stages.empty()) return id;  // no trace: no labels kept
     if (traced_[static_cast<size_t>(s)] != 0) {
       trace_names_.push_back(name());
       trace_streams_.emplace_back(stream_name);
@@ -146,7 +149,6 @@ class Builder {
   void dep(TaskId task, TaskId after) {
     if (task < 0 || after < 0) return;
     g_.depend(task, after);
-    preds_[static_cast<size_t>(task)].push_back(after);
   }
 
   // The parts of one pass over layers [lo, hi) of chunk c on stage s.
@@ -554,6 +556,12 @@ class Builder {
         compute.push_back(static_cast<TaskId>(i));
       }
     }
+    // Each task's binding dependency: the one that finished last (the first listed among equals).
+    std::vector<TaskId> binding(g_.size(), -1);
+    for (const auto& [after, task] : g_.dependencies()) {
+      TaskId& b = binding[static_cast<size_t>(task)];
+      if (b < 0 || t[static_cast<size_t>(after)].end > t[static_cast<size_t>(b)].end) b = after;
+    }
     std::sort(compute.begin(), compute.end(), [&](TaskId a, TaskId b) {
       return t[static_cast<size_t>(a)].start < t[static_cast<size_t>(b)].start ||
              (t[static_cast<size_t>(a)].start == t[static_cast<size_t>(b)].start && a < b);
@@ -565,10 +573,7 @@ class Builder {
       const TaskTiming& x = t[static_cast<size_t>(id)];
       const Time gap = x.start - prev_end;
       if (gap > Time::zero()) {
-        TaskId bind = -1;
-        for (TaskId pr : preds_[static_cast<size_t>(id)]) {
-          if (bind < 0 || t[static_cast<size_t>(pr)].end > t[static_cast<size_t>(bind)].end) bind = pr;
-        }
+        const TaskId bind = binding[static_cast<size_t>(id)];
         const auto c = bind >= 0 ? static_cast<TimeCategory>(g_.task(bind).category) : TimeCategory::kBubble;
         if (c == TimeCategory::kPp) {
           const Time waiting_upstream = std::clamp(t[static_cast<size_t>(bind)].ready - prev_end, Time::zero(), gap);
@@ -642,7 +647,6 @@ class Builder {
   std::vector<StageStreams> streams_;
   std::vector<Parts> parts_;
   std::vector<int32_t> stage_of_;
-  std::vector<std::vector<TaskId>> preds_;
   std::vector<std::string> trace_names_;
   std::vector<std::string> trace_streams_;
   std::vector<uint8_t> traced_;

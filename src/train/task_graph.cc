@@ -19,7 +19,6 @@ TaskId TaskGraph::add(const Task& task) {
   ORRERY_CHECK(task.duration >= Time::zero());
   const auto id = static_cast<TaskId>(tasks_.size());
   tasks_.push_back(task);
-  successors_.emplace_back();
   num_deps_.push_back(0);
   StreamInfo& s = streams_[static_cast<size_t>(task.stream)];
   if (s.ordered && !task.filler) s.order.push_back(id);
@@ -29,8 +28,14 @@ TaskId TaskGraph::add(const Task& task) {
 void TaskGraph::depend(TaskId task, TaskId after) {
   ORRERY_CHECK(task != after && task >= 0 && after >= 0 && static_cast<size_t>(task) < tasks_.size() &&
                static_cast<size_t>(after) < tasks_.size());
-  successors_[static_cast<size_t>(after)].push_back(task);
+  edges_.emplace_back(after, task);
   ++num_deps_[static_cast<size_t>(task)];
+}
+
+void TaskGraph::reserve(size_t tasks, size_t dependencies) {
+  tasks_.reserve(tasks);
+  num_deps_.reserve(tasks);
+  edges_.reserve(dependencies);
 }
 
 // The mutable state of one execution.
@@ -38,6 +43,14 @@ class TaskGraphRun final : public des::EventHandler {
  public:
   explicit TaskGraphRun(const TaskGraph& g)
       : g_(g), deps_(g.num_deps_), timing_(g.tasks_.size()), streams_(g.streams_.size()), ready_flag_(g.tasks_.size(), 0) {
+    // Successors as compressed rows: a counting sort of the edges by `after`, stable.
+    const size_t n = g.tasks_.size();
+    first_succ_.assign(n + 1, 0);
+    for (const auto& [after, task] : g.edges_) ++first_succ_[static_cast<size_t>(after) + 1];
+    for (size_t i = 0; i < n; ++i) first_succ_[i + 1] += first_succ_[i];
+    succ_.resize(g.edges_.size());
+    std::vector<int32_t> fill(first_succ_.begin(), first_succ_.end() - 1);
+    for (const auto& [after, task] : g.edges_) succ_[static_cast<size_t>(fill[static_cast<size_t>(after)]++)] = task;
     int32_t resources = 0;
     for (const Task& t : g.tasks_) resources = std::max(resources, t.resource + 1);
     if (resources > 0) {
@@ -69,7 +82,8 @@ class TaskGraphRun final : public des::EventHandler {
     }
     ++finished_;
     streams_[static_cast<size_t>(t.stream)].busy = false;
-    for (TaskId s : g_.successors_[static_cast<size_t>(id)]) {
+    for (int32_t e = first_succ_[static_cast<size_t>(id)]; e < first_succ_[static_cast<size_t>(id) + 1]; ++e) {
+      const TaskId s = succ_[static_cast<size_t>(e)];
       if (--deps_[static_cast<size_t>(s)] == 0) {
         make_ready(s);
         try_start(g_.tasks_[static_cast<size_t>(s)].stream);
@@ -156,6 +170,8 @@ class TaskGraphRun final : public des::EventHandler {
   }
 
   const TaskGraph& g_;
+  std::vector<int32_t> first_succ_;  // task i's successors: succ_[first_succ_[i] .. first_succ_[i+1])
+  std::vector<TaskId> succ_;
   des::Engine engine_;
   std::vector<int32_t> deps_;
   std::vector<TaskTiming> timing_;

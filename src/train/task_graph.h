@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/units.h"
@@ -56,8 +57,11 @@ class TaskGraph {
 
   size_t size() const { return tasks_.size(); }
   const Task& task(TaskId id) const { return tasks_[static_cast<size_t>(id)]; }
-  const std::vector<TaskId>& successors(TaskId id) const { return successors_[static_cast<size_t>(id)]; }
   size_t num_streams() const { return streams_.size(); }
+  // Every depend(task, after) call in order, as (after, task).
+  const std::vector<std::pair<TaskId, TaskId>>& dependencies() const { return edges_; }
+  // Capacity hints (no effect on the result): the builder's expected task and dependency counts.
+  void reserve(size_t tasks, size_t dependencies);
 
   // Executes the graph from time zero. Returns one timing per task. Throws std::logic_error when a
   // dependency cycle leaves tasks unfinished (a bug in the graph builder).
@@ -71,7 +75,9 @@ class TaskGraph {
   };
   std::vector<Task> tasks_;
   std::vector<StreamInfo> streams_;
-  std::vector<std::vector<TaskId>> successors_;
+  // Dependencies in the order depend() was called: (after, task). A run lays them out by `after`
+  // (compressed rows, the order within a row kept), so successors are released in that order.
+  std::vector<std::pair<TaskId, TaskId>> edges_;
   std::vector<int32_t> num_deps_;
 };
 
