@@ -352,6 +352,22 @@ expect moe-ranks-alltoall 2 "moe_ranks_per_token: MoE ranks per token applies to
 expect moe-ranks-range 2 "must be in \[1, min\(top_k, ep\)\] = \[1, 8\]" -- "${moe[@]}" --moe-dispatcher deepep --moe-ranks-per-token 9
 expect plan-moe-ranks-alltoall 2 "--moe-ranks-per-token: applies to --moe-dispatcher deepep" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --moe-ranks-per-token 1
 
+# fp8 (docs/training.md, "fp8"): the attention core stays bf16 unless --fp8-attention yes, which the
+# JSON plan records and which makes the step shorter (the core at the fp8 rate); it needs fp8.
+fp8=(train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --seq 8192 --precision fp8)
+if python3 - "$bin" "${fp8[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+off, on = run(), run("--fp8-attention", "yes")
+assert off["plan"]["fp8_attention"] is False and on["plan"]["fp8_attention"] is True
+assert on["step_time_s"] < off["step_time_s"] and on["plan"]["precision"] == "fp8"
+PY
+then pass=$((pass+1)); else echo "FAIL fp8 attention json"; fail=$((fail+1)); fi
+expect fp8-attention-bf16 2 "fp8_attention: fp8 attention applies to precision fp8 \(precision is bf16\)" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --fp8-attention yes
+expect fp8-attention-bad 2 "--fp8-attention: expected yes or no, found 'maybe'" -- "${fp8[@]}" --fp8-attention maybe
+expect plan-fp8-attention-bf16 2 "--fp8-attention: applies to --precision fp8" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --fp8-attention yes
+
 # The MoE held-out table (data/published/moe_h100_bf16.csv) names its models: a catalog name and a
 # config.json beside the table; each row's command line reproduces its prediction.
 if [ -n "${ORRERY_SOURCE_DIR:-}" ]; then

@@ -60,6 +60,7 @@ struct PlanTrainArgs {
   std::string unshard = "no";  // --unsharding
   int64_t grad_bytes = 4;
   std::string tp_overlap = "no";  // --tp-comm-overlap
+  std::string fp8_attention = "no";
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
   bool exhaustive = false;
@@ -269,6 +270,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   check_training_scale(model, seq, a.gbs, a.gpus, gpu, o.base.precision);
   o.base.grad_bytes = a.grad_bytes;
   o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
+  o.base.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
+  if (o.base.fp8_attention && o.base.precision != hw::DType::kFp8) {
+    throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
+  }
   o.base.eager = parse_fusion(a.kernels.fusion);
   o.base.allocator = parse_allocator(a.kernels.allocator);
   o.base.capacity_factor = a.capacity_factor;
@@ -338,6 +343,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["gbs"] = a.gbs;
     j["precision"] = hw::dtype_name(o.base.precision);
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
+    j["fp8_attention"] = o.base.fp8_attention;
     j["grad_bytes"] = o.base.grad_bytes;
     j["capacity_factor"] = o.base.capacity_factor;
     j["load_imbalance"] = o.base.load_imbalance;
@@ -453,6 +459,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
                 "ZeRO-3/HSDP plans also with the most layers kept gathered that the budget allows (sharding shown as +uK): yes | no")
       ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
+  c->add_option("--fp8-attention", a->fp8_attention,
+                "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")
+      ->capture_default_str();
   c->add_option("--tp-comm-overlap", a->tp_overlap,
                 "every plan's TP collectives overlapped with GEMMs as Transformer Engine pairs them (SP plans; docs/training.md): yes | no")
       ->capture_default_str();

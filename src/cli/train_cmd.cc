@@ -40,7 +40,7 @@ struct TrainArgs {
   int64_t gpus = 0;
   int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, vp = 1, mbs = 1, gbs = 0;
   int64_t first_stage_layers = 0, last_stage_layers = 0;
-  std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes";
+  std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes", fp8_attention = "no";
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
@@ -126,6 +126,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.schedule = a.schedule.empty() ? (a.vp > 1 ? tr::Schedule::kInterleaved : tr::Schedule::kOneFOneB)
                                   : tr::parse_schedule(a.schedule, kCl.with_key("--schedule"));
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
+  p.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   p.eager = parse_fusion(a.kernels.fusion);
   p.allocator = parse_allocator(a.kernels.allocator);
   p.grad_bytes = a.grad_bytes;
@@ -397,6 +398,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"activation_offload", plan.activation_offload},
                  {"optimizer_offload", plan.optimizer_offload},
                  {"flash_attention", plan.flash_attention},
+                 {"fp8_attention", plan.fp8_attention},
                  {"grad_bytes", plan.grad_bytes},
                  {"bucket_bytes", plan.bucket_bytes},
                  {"grad_sync", tr::grad_sync_name(plan.grad_sync)},
@@ -586,6 +588,9 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--fsdp-prefetch", a->fsdp_prefetch, "ZeRO-3: layers all-gathered ahead")->capture_default_str();
   c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (default 1f1b; interleaved with --vp > 1)");
   c->add_option("--flash-attention", a->flash, "fused attention: yes | no")->capture_default_str();
+  c->add_option("--fp8-attention", a->fp8_attention,
+                "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16, TE's default)")
+      ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
   c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();

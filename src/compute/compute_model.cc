@@ -144,25 +144,33 @@ constexpr AttentionRate kFa3Hopper{0.64, 512.0, 0.0};
 struct ArchConstants {
   std::string_view arch;
   double gemm;
+  double fp8_gemm;  // Calibration::fp8_gemm_factor (file header)
   double gemm_memory;
   double memory;
   double attention;
   int64_t launch_us;
   std::string_view source;
 };
+// fp8 over bf16 GEMM efficiency, from mamf-finder's best-shape matmuls measured in the same run
+// (S. Bekman, ml-engineering compute/accelerator README, "Maximum Achievable Matmul FLOPS comparison
+// table", torch 2.7.0+cu126 on H100 SXM, 2.7.1+cu128 on B200): H100 SXM float8_e4m3fn 1402.6 of
+// 1979 TFLOP/s (0.7087) against bf16 794.5 of 989 (0.8033): 0.882; B200 SXM 3432.5 of 4500 (0.7628)
+// against 1745.0 of 2250 (0.7756): 0.983.
+constexpr double kHopperFp8GemmFactor = (1402.6 / 1979.0) / (794.5 / 989.0);
+constexpr double kBlackwellFp8GemmFactor = (3432.5 / 4500.0) / (1745.0 / 2250.0);
 constexpr std::array kArchConstants = {
-    ArchConstants{"ampere", 0.72, 0.78, 0.90, kFa2Ampere.efficiency, 3,
+    ArchConstants{"ampere", 0.72, 1.0, 0.78, 0.90, kFa2Ampere.efficiency, 3,
                   "fit to vidur's A100 profiles (GEMM and bandwidth efficiencies), A40 held out; FlashAttention-2 "
                   "(Dao 2023) for attention; SMs from NVIDIA whitepapers (docs/compute.md)"},
-    ArchConstants{"ada-lovelace", 0.72, 0.78, 0.90, kFa2Ampere.efficiency, 3,
+    ArchConstants{"ada-lovelace", 0.72, 1.0, 0.78, 0.90, kFa2Ampere.efficiency, 3,
                   "the Ampere constants (vidur A100 fit), not validated on Ada (docs/compute.md)"},
-    ArchConstants{"hopper", 0.67, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
+    ArchConstants{"hopper", 0.67, kHopperFp8GemmFactor, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
                   "GEMM: the A100 model-shaped fraction (vidur) scaled by measured best-shape matmul rates, H100 "
                   "SXM 792.1 vs A100 SXM 267.9 TFLOP/s (mamf-finder); bandwidth fractions as measured on Ampere; "
                   "fused attention (cuDNN) fit to kernels measured on an H100 (data/measured/h100-sxm, docs/compute.md)"},
-    ArchConstants{"blackwell", 0.67, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
+    ArchConstants{"blackwell", 0.67, kBlackwellFp8GemmFactor, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
                   "the Hopper constants, not validated on Blackwell (docs/compute.md)"},
-    ArchConstants{"cdna3", 0.55, 0.70, 0.80, 0.40, 4,
+    ArchConstants{"cdna3", 0.55, 1.0, 0.70, 0.80, 0.40, 4,
                   "rough CDNA3 figures (not validated): hipBLASLt bf16 GEMMs reach about half of MI300X's dense "
                   "peak"},
 };
@@ -257,6 +265,7 @@ Calibration default_calibration(const hw::GpuSpec& gpu) {
     if (a.arch != gpu.architecture) continue;
     c.name = std::string(a.arch);
     c.gemm_efficiency = a.gemm;
+    c.fp8_gemm_factor = a.fp8_gemm;
     c.gemm_memory_efficiency = a.gemm_memory;
     c.memory_efficiency = a.memory;
     c.attention.efficiency = a.attention;
@@ -295,7 +304,8 @@ ComputeModel::ComputeModel(const hw::GpuSpec& gpu, Calibration calibration)
 }
 
 Time ComputeModel::gemm(const GemmShape& s, hw::DType dtype) const {
-  const double peak = peak_or_throw(*gpu_, dtype).per_second() * calibration_.tensor_clock_factor;
+  const double peak = peak_or_throw(*gpu_, dtype).per_second() * calibration_.tensor_clock_factor *
+                      (dtype == hw::DType::kFp8 ? calibration_.fp8_gemm_factor : 1.0);
   ORRERY_ASSERT(s.m >= 0.0 && s.n >= 1 && s.k >= 1 && s.count >= 1);
   if (s.m <= 0.0) return calibration_.launch_overhead;
   const Calibration& c = calibration_;

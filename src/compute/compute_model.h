@@ -89,6 +89,9 @@ struct AttentionRate {
 struct Calibration {
   std::string name;               // the calibration's id, e.g. "hopper" or "ampere"
   double gemm_efficiency = 0.8;   // achievable fraction of dense peak for a large, well-shaped GEMM
+  // fp8 GEMMs: their achievable fraction of the fp8 peak over the bf16 GEMMs' fraction of the bf16
+  // peak (fp8 runs at peak_fp8 x gemm_efficiency x this); 1 where nothing is measured.
+  double fp8_gemm_factor = 1.0;
   AttentionRate attention;           // forward of the fused attention kernel
   AttentionRate attention_backward;  // its backward
   double memory_efficiency = 0.85;    // achievable fraction of datasheet HBM bandwidth (streaming kernels)

@@ -82,6 +82,27 @@ TEST(Gemm, Large8192CubedBf16OnH100TakesFlopsOverCalibratedRateTimesWaveQuantiza
   EXPECT_NEAR(t, expected, expected * 1e-4);
 }
 
+// fp8 GEMMs run at peak_fp8 x gemm_efficiency x fp8_gemm_factor. Hopper's factor is mamf-finder's
+// fp8 over bf16 efficiency on H100 SXM in one run (torch 2.7.0+cu126): 1402.6/1979 over 794.5/989 =
+// 0.882. On 8192^3 the fp8 GEMM's compute term is (989.4 / 1978.9) / 0.882 = 0.567 of the bf16 one's
+// with the same tile (64x64: 125 waves, as above; at 1 B per operand its L2 feed is half the bf16
+// one's, still below its MMA time), and HBM stays far below compute, so t_fp8 / t_bf16 = 0.567 less
+// the launch; a calibration of factor 1 gives 0.5.
+TEST(Gemm, Fp8RunsAtTheMeasuredShareOfBf16Efficiency) {
+  const ComputeModel cm(h100());
+  EXPECT_NEAR(cm.calibration().fp8_gemm_factor, 0.882, 0.0005);
+  const double launch = cm.calibration().launch_overhead.to_seconds();
+  const GemmShape g{8192, 8192, 8192, 1};
+  const double bf = cm.gemm(g, hw::DType::kBf16).to_seconds() - launch;
+  const double f8 = cm.gemm(g, hw::DType::kFp8).to_seconds() - launch;
+  EXPECT_NEAR(f8 / bf, (989.4 / 1978.9) / ((1402.6 / 1979.0) / (794.5 / 989.0)), 1e-3);
+  Calibration one = cm.calibration();
+  one.fp8_gemm_factor = 1.0;
+  const ComputeModel ideal(h100(), one);
+  EXPECT_NEAR((ideal.gemm(g, hw::DType::kFp8).to_seconds() - launch) / bf, 989.4 / 1978.9, 1e-3);
+  EXPECT_EQ(default_calibration(a100()).fp8_gemm_factor, 1.0);  // no fp8 on Ampere: nothing to scale
+}
+
 TEST(PowerLimit, ACapBelowTdpSlowsTensorCoreWorkByThePowerLawAndLeavesMemoryBoundWorkAlone) {
   // 500 W on a 700 W H100: tensor throughput x (500/700)^0.575 = 0.824 (exponent from mamf-finder's
   // H100 PCIe vs SXM: ln(4.382/6.001) / ln(3.070/5.303)). A compute-bound GEMM and a long-sequence

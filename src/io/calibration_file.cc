@@ -52,6 +52,13 @@ compute::Calibration parse_calibration(std::string_view text, const std::string&
   const std::string source = f.opt_string("source").value_or("");
   compute::Calibration c = std::move(base);
   fraction(f, "gemm_efficiency", c.gemm_efficiency);
+  if (const auto v = f.opt_double("fp8_gemm_factor")) {
+    if (!(*v > 0.0 && *v <= 1.0)) {
+      throw InputError(f.where_of_key("fp8_gemm_factor"),
+                       fmt::format("expected fp8 GEMMs' efficiency over bf16's in (0, 1], got {}", *v));
+    }
+    c.fp8_gemm_factor = *v;
+  }
   fraction(f, "gemm_memory_efficiency", c.gemm_memory_efficiency);
   fraction(f, "memory_efficiency", c.memory_efficiency);
   if (const auto t = f.opt_time("launch_overhead")) {

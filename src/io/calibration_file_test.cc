@@ -22,6 +22,7 @@ const hw::GpuSpec& h100() {
 constexpr const char* kFull = R"(gpu: h100-sxm
 source: "our cluster, 2026-11-26"
 gemm_efficiency: 0.7
+fp8_gemm_factor: 0.9
 gemm_memory_efficiency: 0.75
 memory_efficiency: 0.85
 launch_overhead: 5 us
@@ -43,6 +44,7 @@ TEST(CalibrationFile, EveryKeyReplacesTheBuiltInConstant) {
   const compute::Calibration base = compute::default_calibration(h100());
   const compute::Calibration c = parse_calibration(kFull, "cal.yaml", h100(), base);
   EXPECT_EQ(c.gemm_efficiency, 0.7);
+  EXPECT_EQ(c.fp8_gemm_factor, 0.9);
   EXPECT_EQ(c.gemm_memory_efficiency, 0.75);
   EXPECT_EQ(c.memory_efficiency, 0.85);
   EXPECT_EQ(c.launch_overhead, Time::us(5));
@@ -82,6 +84,8 @@ TEST(CalibrationFile, ErrorsNameTheFileLineAndKey) {
        {"cal.yaml:2", "gemm_efficiency"}},
       {"a fraction above 1", "gpu: h100-sxm\nmemory_efficiency: 1.2\n", {"cal.yaml:2", "(0, 1]"}},
       {"a fraction of 0", "gpu: h100-sxm\ngemm_efficiency: 0\n", {"(0, 1]"}},
+      {"an fp8 factor above 1", "gpu: h100-sxm\nfp8_gemm_factor: 1.5\n",
+       {"cal.yaml:2", "fp8_gemm_factor", "fp8 GEMMs' efficiency over bf16's in (0, 1], got 1.5"}},
       {"not a number", "gpu: h100-sxm\ngemm_efficiency: fast\n", {"expected a number"}},
       {"a negative length inside the attention mapping", "gpu: h100-sxm\nattention:\n  backward: {half_length: -1}\n",
        {"half_length", "expected 0 to 1e+06, got -1"}},

@@ -73,6 +73,42 @@ Time ring_extra(Time g, Time chunk, Time c_step, int64_t tp) {
   return std::max(Time::zero(), total - g);
 }
 
+hw::DType bf16_if_fp8(hw::DType t) { return t == hw::DType::kFp8 ? hw::DType::kBf16 : t; }
+
+// fp8 training as Megatron-Core runs it with Transformer Engine (TE): the linear layers inside the
+// transformer blocks are TE modules and run their three GEMMs in fp8 (E4M3 operands, E5M2 gradients
+// under the default hybrid recipe); the output layer (Megatron's ColumnParallelLinear, not TE), the
+// router and the replicated projections stay in bf16.
+bool te_module_gemm(std::string_view n) {
+  return !(n == "lm_head" || n == "lm_head.project_out" || n == "embedding.project_in" || n == "moe.router" ||
+           n == "moe.shared_gate" || n == "patch_embed" || n == "proj_out" || starts_with(n, "cond."));
+}
+
+// The quantization traffic around one fp8 GEMM of shape g (per micro-batch), memory-bound kernels:
+//   forward: the input X (m x k) as fp8 row-wise for this GEMM and column-wise (transposed) for the
+//     weight gradient. After a norm or an activation inside the module (LayerNormLinear's norm,
+//     LayerNormMLP's activation: attn.qkv, mlp.up(_gate), mlp.down) the producing kernel writes the fp8
+//     rows itself and a transpose reads and writes 1 byte per element (2 B); elsewhere (the attention
+//     output into attn.out, MoE experts and other projections, whose inputs come from unfused ops) TE's
+//     cast-transpose reads 2 and writes 1 + 1 (4 B).
+//   backward: the output gradient dY (m x n) the same way, 4 B per element, except where LayerNormMLP's
+//     activation backward fuses the cast-transpose (mlp.up(_gate)'s dY: 0 extra).
+//   weights: cast and transposed once per step and cached over the micro-batches (TE's
+//     is_first_microbatch): 4 B per parameter per step, 1/microbatches of it here.
+struct Fp8Casts {
+  Bytes forward, backward;
+};
+Fp8Casts fp8_casts(std::string_view n, const compute::GemmShape& g, int64_t microbatches) {
+  const bool fused_input = n == "attn.qkv" || n == "mlp.up_gate" || n == "mlp.up" || n == "mlp.down";
+  const bool fused_grad = n == "mlp.up_gate" || n == "mlp.up";
+  const double count = d(g.count);
+  const double in = g.m * d(g.k) * count, out = g.m * d(g.n) * count, w = d(g.k) * d(g.n) * count;
+  Fp8Casts q;
+  q.forward = Bytes::from_double((fused_input ? 2.0 : 4.0) * in + 4.0 * w / d(std::max<int64_t>(1, microbatches)));
+  q.backward = Bytes::from_double(fused_grad ? 0.0 : 4.0 * out);
+  return q;
+}
+
 struct Ctx {
   const model::ModelSpec& m;
   const Plan& p;
@@ -113,7 +149,9 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     }
     if (sh == Shard::kColumn) g.n = std::max<int64_t>(1, g.n / tp);
     if (sh == Shard::kRow) g.k = std::max<int64_t>(1, g.k / tp);
-    const hw::DType gdt = dt;
+    // fp8: Transformer Engine's modules run their GEMMs in fp8; the rest stay in bf16 (header).
+    const bool fp8 = dt == hw::DType::kFp8 && te_module_gemm(op.name);
+    const hw::DType gdt = fp8 ? hw::DType::kFp8 : bf16_if_fp8(dt);
     const Time f = x.cm.gemm(g, gdt);
     const Time dgrad = x.cm.gemm(compute::GemmShape{g.m, g.k, g.n, g.count}, gdt);
     const Time wgrad = x.cm.gemm(compute::GemmShape{d(g.k), g.n, static_cast<int64_t>(std::ceil(g.m)), g.count}, gdt);
@@ -121,6 +159,13 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     c.bwd_input += dgrad;
     c.bwd_weight += wgrad;
     c.recompute_full += f;
+    if (fp8) {
+      const Fp8Casts q = fp8_casts(op.name, g, x.p.microbatches());
+      const Time qf = x.cm.memory_bound(q.forward);
+      c.fwd += qf;
+      if (q.backward > Bytes(0)) c.bwd_input += x.cm.memory_bound(q.backward);
+      c.recompute_full += qf;
+    }
     const bool te_column = op.name == "attn.qkv" || op.name == "mlp.up_gate" || op.name == "mlp.up";
     const bool te_row = op.name == "attn.out" || op.name == "mlp.down";
     if (tp > 1 && x.p.sp && x.p.tp_comm_overlap && (te_column || te_row)) {
@@ -189,8 +234,10 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     h.head_dim_qk = mla ? x.m.mla.qk_head_dim() : x.m.head_dim;
     h.head_dim_v = mla ? x.m.mla.v_head_dim : x.m.head_dim;
     h.causal = causal;
-    Time f = x.cm.attention(seqs, h, dt, compute::Pass::kForward);
-    Time b = x.cm.attention(seqs, h, dt, compute::Pass::kBackward);
+    // fp8 training keeps the attention core in bf16 unless Plan::fp8_attention (TE's FP8 DPA).
+    const hw::DType adt = x.p.fp8_attention ? dt : bf16_if_fp8(dt);
+    Time f = x.cm.attention(seqs, h, adt, compute::Pass::kForward);
+    Time b = x.cm.attention(seqs, h, adt, compute::Pass::kBackward);
     if (!x.p.flash_attention) {
       // Unfused attention: the materialized scores' traffic (model/op_inventory.h) on top.
       const Bytes traffic = Bytes::from_double((op.fwd_bytes_read + op.fwd_bytes_written).to_double() / d(tp));

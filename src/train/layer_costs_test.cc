@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "io/catalog_loader.h"
 #include "train/test_support.h"
 
 namespace orrery::train {
@@ -108,6 +109,79 @@ TEST(LayerCosts, ExpertAllToAllsMoveTheDispatchersCopies) {
   EXPECT_NEAR(static_cast<double>(model_costs(m, p, cm, comm).layer[0].ep_fwd.picoseconds()), 2.0 * 1024 * 13.0 / 7.0 * 2048, 1.0);
   p.moe_ranks_per_token = 1.0;
   EXPECT_EQ(model_costs(m, p, cm, comm).layer[0].ep_bwd.picoseconds(), 4'194'304);
+}
+
+// fp8 as Megatron-Core runs it with Transformer Engine (layer_costs.cc, te_module_gemm and fp8_casts):
+// on a Llama layer (tp 1, T = 2048 tokens, h = 1024, 8 heads of 128 = 8 kv heads, f = 4096 gated) with
+// m = 4 micro-batches, the fp8 layer differs from the bf16 one only in its four GEMMs and their casts:
+//   GEMMs (fwd m x n x k; dgrad m x k x n; wgrad k x n x m): qkv T x 3h x h, out T x h x h,
+//     up_gate T x 2f x h, down T x h x f, each in fp8 instead of bf16;
+//   forward casts (one memory-bound kernel per GEMM): qkv 2 T h, out 4 T h, up_gate 2 T h, down 2 T f
+//     bytes (inputs after the norm and the activation are written in fp8 by their producer: a transpose
+//     of 1 + 1 B; the attention output needs a cast-transpose, 2 + 1 + 1 B), plus each weight's
+//     cast-transpose 4 k n B over the m micro-batches;
+//   backward casts: dY of qkv 4 T 3h, out 4 T h, down 4 T h; up_gate's fused into the activation's
+//     backward (none);
+// and the attention core, the norms and the LM head and loss are the bf16 ones (TE's default recipe
+// keeps the core in bf16; Megatron's output layer is not a TE module). With fp8 attention on, the
+// forward grows by the core's fp8 time less its bf16 time.
+TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
+  const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  const hw::GpuSpec& gpu = catalog.hw.get_gpu("h100-sxm", {});
+  const compute::ComputeModel cm(gpu);
+  const int64_t T = 2048, h = 1024, f = 4096, m = 4;
+  const auto model = model::ModelSpec::llama({2, h, 8, 8, f, 32000, T});
+  Plan bf;
+  bf.seq = T;
+  bf.gbs = m;
+  Plan f8 = bf;
+  f8.precision = hw::DType::kFp8;
+  const FixedComm comm(Time::zero());
+  const ModelCosts a = model_costs(model, bf, cm, comm);
+  const ModelCosts b = model_costs(model, f8, cm, comm);
+  struct G {
+    double m;
+    int64_t n, k;
+  };
+  const double t = static_cast<double>(T);
+  const G gemms[] = {{t, 3 * h, h}, {t, h, h}, {t, 2 * f, h}, {t, h, f}};
+  const double fwd_cast[] = {2.0 * t * h, 4.0 * t * h, 2.0 * t * h, 2.0 * t * f};
+  const double bwd_cast[] = {4.0 * t * 3 * h, 4.0 * t * h, 0.0, 4.0 * t * h};
+  double dfwd = 0.0, dbwd = 0.0, dw = 0.0;
+  for (size_t i = 0; i < 4; ++i) {
+    const G& g = gemms[i];
+    auto both = [&](compute::GemmShape s) {
+      return cm.gemm(s, hw::DType::kFp8).to_seconds() - cm.gemm(s, hw::DType::kBf16).to_seconds();
+    };
+    dfwd += both({g.m, g.n, g.k, 1}) +
+            cm.memory_bound(Bytes::from_double(fwd_cast[i] + 4.0 * static_cast<double>(g.k * g.n) / m)).to_seconds();
+    dbwd += both({g.m, g.k, g.n, 1}) + (bwd_cast[i] > 0.0 ? cm.memory_bound(Bytes::from_double(bwd_cast[i])).to_seconds() : 0.0);
+    dw += both({static_cast<double>(g.k), g.n, static_cast<int64_t>(g.m), 1});
+  }
+  const LayerCost& la = a.layer[0];
+  const LayerCost& lb = b.layer[0];
+  const double tol = 1e-11;  // a few ps of rounding over the sums
+  EXPECT_NEAR(lb.fwd.to_seconds() - la.fwd.to_seconds(), dfwd, tol);
+  EXPECT_NEAR(lb.bwd_input.to_seconds() - la.bwd_input.to_seconds(), dbwd, tol);
+  EXPECT_NEAR(lb.bwd_weight.to_seconds() - la.bwd_weight.to_seconds(), dw, tol);
+  EXPECT_LT(dfwd, 0.0);  // fp8 pays for its casts and still wins on GEMMs this size
+  EXPECT_EQ(b.post.fwd, a.post.fwd);
+  EXPECT_EQ(b.post.bwd_input, a.post.bwd_input);
+  EXPECT_EQ(b.post.bwd_weight, a.post.bwd_weight);
+
+  f8.fp8_attention = true;
+  const ModelCosts c = model_costs(model, f8, cm, comm);
+  compute::AttentionHeads heads;
+  heads.heads = 8;
+  heads.kv_heads = 8;
+  heads.head_dim_qk = 128;
+  heads.head_dim_v = 128;
+  heads.causal = true;
+  const std::vector<compute::AttentionSeq> seqs = {compute::AttentionSeq{T, T}};
+  const double dcore = cm.attention(seqs, heads, hw::DType::kFp8, compute::Pass::kForward).to_seconds() -
+                       cm.attention(seqs, heads, hw::DType::kBf16, compute::Pass::kForward).to_seconds();
+  EXPECT_LT(dcore, 0.0);
+  EXPECT_NEAR(c.layer[0].fwd.to_seconds() - lb.fwd.to_seconds(), dcore, tol);
 }
 
 }  // namespace

@@ -317,6 +317,9 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   if (!(p.grad_density > 0.0 && p.grad_density <= 1.0)) {
     add("grad_density", fmt::format("gradient density {} must be in (0, 1]", p.grad_density));
   }
+  if (p.fp8_attention && p.precision != hw::DType::kFp8) {
+    add("fp8_attention", fmt::format("fp8 attention applies to precision fp8 (precision is {})", hw::dtype_name(p.precision)));
+  }
   if (p.bucket_bytes < 1) add("bucket_bytes", fmt::format("bucket size {} must be positive", p.bucket_bytes));
   if (p.fsdp_prefetch < 0) add("fsdp_prefetch", fmt::format("fsdp prefetch {} must be >= 0", p.fsdp_prefetch));
   // Last: a wrong degree usually breaks the product too, and the divisibility message says more.

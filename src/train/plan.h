@@ -106,6 +106,7 @@ struct Plan {
   hw::DType precision = hw::DType::kBf16;  // compute and activation dtype (fp8: GEMMs in fp8)
   int64_t grad_bytes = 4;                  // main-gradient bytes per parameter (Megatron/FSDP fp32: 4)
   bool flash_attention = true;             // fused attention (no materialized s x s scores)
+  bool fp8_attention = false;  // precision fp8: the attention core in fp8 too (TE's FP8 DPA; default bf16)
   bool eager = false;                      // unfused elementwise kernels (PyTorch eager; model/op_inventory.h)
   // PyTorch's caching allocator (train/caching_allocator.h): none counts the tensors alone.
   AllocatorMode allocator = AllocatorMode::kNone;
