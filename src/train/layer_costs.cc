@@ -170,10 +170,13 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     const bool te_row = op.name == "attn.out" || op.name == "mlp.down";
     if (tp > 1 && x.p.sp && x.p.tp_comm_overlap && (te_column || te_row)) {
       // The collective's buffer: the layer input (column: the GEMM's gathered input, m x k; row: its
-      // output, m x n), every row of it.
-      const Bytes buf = Bytes::from_double(g.m * d(te_column ? g.k : g.n) * d(g.count) * d(hw::dtype_bytes(dt)));
-      const Time ag = x.comm.collective(coll::Op::kAllGather, buf, Group::kTp);
-      const Time rs = x.comm.collective(coll::Op::kReduceScatter, buf, Group::kTp);
+      // output, m x n), every row of it. Under fp8 the all-gathers move the GEMM operand in fp8 (TE
+      // gathers the quantized input, and dY in the row-parallel backward) and the reduce-scatters the
+      // GEMM's bf16 output.
+      const double elems = g.m * d(te_column ? g.k : g.n) * d(g.count);
+      const Time ag = x.comm.collective(coll::Op::kAllGather, Bytes::from_double(elems * d(hw::dtype_bytes(gdt))), Group::kTp);
+      const Time rs = x.comm.collective(coll::Op::kReduceScatter, Bytes::from_double(elems * d(hw::dtype_bytes(bf16_if_fp8(dt)))),
+                                        Group::kTp);
       const int64_t sms = x.cm.calibration().sm_count;
       const double share = d(sms) > kUbCommSms ? kUbCommSms / d(sms) : 0.0;  // unknown (0) or tiny SM count: none taken
       const Time step = Time::seconds(ag.to_seconds() / d(tp - 1));  // one chunk's transfer of the ring

@@ -184,5 +184,44 @@ TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
   EXPECT_NEAR(c.layer[0].fwd.to_seconds() - lb.fwd.to_seconds(), dcore, tol);
 }
 
+// Every collective takes 1 us per byte: far above this layer's GEMMs (microseconds in all).
+class SlowBytesComm final : public CommModel {
+ public:
+  Time collective(coll::Op, Bytes b, Group) const override { return Time::us(b.count()); }
+  Time p2p(Bytes) const override { return Time::zero(); }
+};
+
+// fp8 with Transformer Engine's paired TP overlap (tp 4, SP): the all-gathers move the quantized operand
+// (1 B: the column GEMMs' input forward and for wgrad, the row GEMMs' dY for dgrad), the
+// reduce-scatters the GEMMs' bf16 output (2 B). With collectives far above the GEMMs each pair costs its
+// collective less GEMM time (TransformerEngineOverlapPairsEachTpCollectiveWithOneGemm), so on T tokens
+// of width h (every buffer is T x h: the qkv and up inputs, the out and down outputs):
+//   forward: qkv, up ring all-gathers + out, down pipeline reduce-scatters = (1 + 1 + 2 + 2) T h us
+//   backward: qkv, up bulk all-gather and reduce-scatter (1 + 2 each) + out, down ring all-gathers of
+//     dY (1 each) = 8 T h us;
+// in bf16 8 and 12 T h us. The GEMMs' microseconds are within the 1 ms tolerance.
+TEST(LayerCosts, Fp8TpOverlapGathersFp8AndReducesBf16) {
+  const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  const hw::GpuSpec& gpu = catalog.hw.get_gpu("h100-sxm", {});
+  const compute::ComputeModel cm(gpu);
+  const int64_t T = 256, h = 256, tp = 4;
+  const auto model = model::ModelSpec::gpt({2, h, 8, 8, 4 * h, 1000, T});
+  Plan p;
+  p.tp = tp;
+  p.sp = true;
+  p.tp_comm_overlap = true;
+  p.seq = T;
+  p.gbs = 1;
+  const SlowBytesComm comm;
+  const double th = static_cast<double>(T * h) * 1e-6;  // seconds per byte of every buffer
+  const LayerCost bf = model_costs(model, p, cm, comm).layer[0];
+  EXPECT_NEAR(bf.tp_fwd.to_seconds(), 8 * th, 1e-3);
+  EXPECT_NEAR(bf.tp_bwd.to_seconds(), 12 * th, 1e-3);
+  p.precision = hw::DType::kFp8;
+  const LayerCost f8 = model_costs(model, p, cm, comm).layer[0];
+  EXPECT_NEAR(f8.tp_fwd.to_seconds(), 6 * th, 1e-3);
+  EXPECT_NEAR(f8.tp_bwd.to_seconds(), 8 * th, 1e-3);
+}
+
 }  // namespace
 }  // namespace orrery::train
