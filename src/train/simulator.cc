@@ -95,6 +95,18 @@ class Builder {
     const auto i = static_cast<size_t>(s);
     return i < o_.stage_comm.size() && o_.stage_comm[i] != nullptr ? *o_.stage_comm[i] : comm_;
   }
+  // A collective's time, memoized: ZeRO-3 asks for the same per-layer all-gather and reduce-scatter
+  // once per layer and micro-batch (same model, op, bytes and group: same time).
+  Time collective(int32_t s, coll::Op op, Bytes bytes, Group g) {
+    const CommModel* model = &comm(s);
+    for (const CollectiveMemo& e : memo_) {
+      if (e.model == model && e.op == op && e.bytes == bytes && e.group == g) return e.time;
+    }
+    const Time t = model->collective(op, bytes, g);
+    if (memo_.size() >= kMemoSize) memo_.erase(memo_.begin());
+    memo_.push_back(CollectiveMemo{model, op, bytes, g, t});
+    return t;
+  }
   const ModelCosts& costs(int32_t s) const {
     const auto i = static_cast<size_t>(s);
     return i < o_.stage_costs.size() && o_.stage_costs[i] != nullptr ? *o_.stage_costs[i] : c_;
@@ -235,17 +247,17 @@ class Builder {
                                               (d(p_.grad_bytes) + 4.0) / d(p_.grad_bytes));
       const int64_t n = group_size(p_, Group::kDp);
       if (p_.grad_sync == GradSync::kSparseAllGather) {
-        t = comm(s).collective(coll::Op::kAllGather, sparse * n, Group::kDp);
+        t = collective(s, coll::Op::kAllGather, sparse * n, Group::kDp);
         what = "sparse all-gather";
       } else {
-        t = comm(s).collective(coll::Op::kAllReduce, sparse, Group::kDp);
+        t = collective(s, coll::Op::kAllReduce, sparse, Group::kDp);
         what = "zen exchange";
       }
     } else {
-      t = comm(s).collective(sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, Group::kDpShard);
+      t = collective(s, sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, Group::kDpShard);
       what = sharded ? "reduce-scatter" : "all-reduce";
       if (sharded && last_mb && group_size(p_, Group::kDpReplica) > 1) {
-        t += comm(s).collective(coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(p_.shard_size())),
+        t += collective(s, coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(p_.shard_size())),
                               Group::kDpReplica);
       }
     }
@@ -334,7 +346,7 @@ class Builder {
           const int64_t stage_index = range(s, c).offset + lo;
           if (stage_index >= p_.unsharded_layers) {
             const Bytes gathered = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
-            const Time t = comm(s).collective(coll::Op::kAllGather, gathered, Group::kDpShard);
+            const Time t = collective(s, coll::Op::kAllGather, gathered, Group::kDpShard);
             const TaskId ag = add_task(
                 s, st.dp_gather, t, TimeCategory::kDp, Parts{}, false, "dp-gather",
                 [&] { return fmt::format("all-gather l{} {:.1f} MB", lo, gathered.to_double() * 1e-6); },
@@ -421,7 +433,7 @@ class Builder {
           for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
             const auto [lo, hi] = *b;
             const Bytes bytes = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
-            const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
+            const TaskId ag = add_task(s, st.dp_gather, collective(s, coll::Op::kAllGather, bytes, Group::kDpShard),
                                        TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
                                          return fmt::format("param all-gather c{} l{}-{} {:.1f} MB", c, lo, hi - 1,
                                                             bytes.to_double() * 1e-6);
@@ -503,7 +515,7 @@ class Builder {
     if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && !p_.overlap_param_gather &&
         group_size(p_, Group::kDpShard) > 1) {
       const Bytes bytes = Bytes::from_double(d(params) * 2.0);
-      const TaskId ag = add_task(s, st.dp_gather, comm(s).collective(coll::Op::kAllGather, bytes, Group::kDpShard),
+      const TaskId ag = add_task(s, st.dp_gather, collective(s, coll::Op::kAllGather, bytes, Group::kDpShard),
                                  TimeCategory::kDp, Parts{}, false, "dp-gather",
                                  [&] { return fmt::format("param all-gather {:.1f} MB", bytes.to_double() * 1e-6); },
                                  link_resource(s, Group::kDpShard));
@@ -653,6 +665,15 @@ class Builder {
   std::vector<TaskId> f_first_, f_last_, b_first_, b_last_, w_first_, w_last_, send_f_, send_b_, h2d_;
   Bandwidth pcie_;
   std::vector<std::vector<TaskId>> dp_tasks_;
+  struct CollectiveMemo {
+    const CommModel* model;
+    coll::Op op;
+    Bytes bytes;
+    Group group;
+    Time time;
+  };
+  static constexpr size_t kMemoSize = 8;  // the distinct collectives of a layer's passes, with room
+  std::vector<CollectiveMemo> memo_;
 };
 
 }  // namespace
