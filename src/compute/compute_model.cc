@@ -155,9 +155,23 @@ struct ArchConstants {
 // (S. Bekman, ml-engineering compute/accelerator README, "Maximum Achievable Matmul FLOPS comparison
 // table", torch 2.7.0+cu126 on H100 SXM, 2.7.1+cu128 on B200): H100 SXM float8_e4m3fn 1402.6 of
 // 1979 TFLOP/s (0.7087) against bf16 794.5 of 989 (0.8033): 0.882; B200 SXM 3432.5 of 4500 (0.7628)
-// against 1745.0 of 2250 (0.7756): 0.983.
+// against 1745.0 of 2250 (0.7756): 0.984.
 constexpr double kHopperFp8GemmFactor = (1402.6 / 1979.0) / (794.5 / 989.0);
 constexpr double kBlackwellFp8GemmFactor = (3432.5 / 4500.0) / (1745.0 / 2250.0);
+// Blackwell GEMMs, transferred from the A100 as Hopper's are (file header), with the same table's A100
+// SXM row (271.2 of 312 TFLOP/s, torch 2.6.0+cu126) as the reference: B200 SXM 1745.0 of 2250 gives
+// 0.72 x 0.7756 / 0.8692 = 0.642; GB200 (product override below) 1822.0 of 2500, fp8 3615.6 of 5000
+// (torch 2.10 nightly, cu130): 0.72 x 0.7288 / 0.8692 = 0.604 and fp8 0.7231 / 0.7288 = 0.992.
+constexpr double kA100Mamf = 271.2 / 312.0;
+constexpr double kBlackwellGemm = 0.72 * (1745.0 / 2250.0) / kA100Mamf;
+struct ProductGemm {
+  std::string_view gpu;
+  double gemm;
+  double fp8_gemm;
+};
+constexpr std::array kProductGemms = {
+    ProductGemm{"gb200", 0.72 * (1822.0 / 2500.0) / kA100Mamf, (3615.6 / 5000.0) / (1822.0 / 2500.0)},
+};
 constexpr std::array kArchConstants = {
     ArchConstants{"ampere", 0.72, 1.0, 0.78, 0.90, kFa2Ampere.efficiency, 3,
                   "fit to vidur's A100 profiles (GEMM and bandwidth efficiencies), A40 held out; FlashAttention-2 "
@@ -168,8 +182,10 @@ constexpr std::array kArchConstants = {
                   "GEMM: the A100 model-shaped fraction (vidur) scaled by measured best-shape matmul rates, H100 "
                   "SXM 792.1 vs A100 SXM 267.9 TFLOP/s (mamf-finder); bandwidth fractions as measured on Ampere; "
                   "fused attention (cuDNN) fit to kernels measured on an H100 (data/measured/h100-sxm, docs/compute.md)"},
-    ArchConstants{"blackwell", 0.67, kBlackwellFp8GemmFactor, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
-                  "the Hopper constants, not validated on Blackwell (docs/compute.md)"},
+    ArchConstants{"blackwell", kBlackwellGemm, kBlackwellFp8GemmFactor, 0.78, 0.90, kCudnnHopperFwd.efficiency, 3,
+                  "GEMM: the A100 model-shaped fraction scaled by measured best-shape matmul rates, B200 SXM "
+                  "1745.0 of 2250 vs A100 SXM 271.2 of 312 TFLOP/s (mamf-finder; GB200 its own 1822.0 of 2500); "
+                  "the other constants Hopper's; checked against NeMo steps on GB200 (docs/training.md)"},
     ArchConstants{"cdna3", 0.55, 1.0, 0.70, 0.80, 0.40, 4,
                   "rough CDNA3 figures (not validated): hipBLASLt bf16 GEMMs reach about half of MI300X's dense "
                   "peak"},
@@ -278,6 +294,11 @@ Calibration default_calibration(const hw::GpuSpec& gpu) {
     }
     c.launch_overhead = Time::us(a.launch_us);
     c.source = std::string(a.source);
+  }
+  for (const ProductGemm& g : kProductGemms) {
+    if (g.gpu != gpu.name) continue;
+    c.gemm_efficiency = g.gemm;
+    c.fp8_gemm_factor = g.fp8_gemm;
   }
   if (gpu.power_limit && gpu.tdp.watts() > 0.0 && gpu.power_limit->watts() < gpu.tdp.watts()) {
     c.tensor_clock_factor = std::pow(gpu.power_limit->watts() / gpu.tdp.watts(), kPowerLimitExponent);

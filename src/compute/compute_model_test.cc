@@ -66,6 +66,20 @@ TEST(DefaultCalibration, KnowsSmCountsAndThreadLimitsPerProduct) {
   EXPECT_EQ(default_calibration(other).sm_count, 0);
 }
 
+// Blackwell GEMMs, transferred from the A100 as Hopper's are, with mamf-finder's current table (A100
+// SXM 271.2 of 312 TFLOP/s): B200 SXM 1745.0 of 2250 -> 0.72 x 0.7756 / 0.8692 = 0.642 for the
+// architecture; GB200 measured on its own, 1822.0 of 2500 -> 0.604, fp8 3615.6 of 5000 -> 0.992 of that.
+TEST(DefaultCalibration, BlackwellGemmsFollowMamfFindersB200AndGb200Rates) {
+  hw::GpuSpec b200 = make_gpu("b200", "blackwell", 8e12, 2250e12);
+  b200.peak_flops[static_cast<size_t>(hw::DType::kFp8)] = FlopRate(4500e12);
+  hw::GpuSpec gb200 = make_gpu("gb200", "blackwell", 8e12, 2500e12);
+  EXPECT_NEAR(default_calibration(b200).gemm_efficiency, 0.642, 0.0005);
+  EXPECT_NEAR(default_calibration(b200).fp8_gemm_factor, 0.9835, 0.0001);
+  EXPECT_NEAR(default_calibration(gb200).gemm_efficiency, 0.604, 0.0005);
+  EXPECT_NEAR(default_calibration(gb200).fp8_gemm_factor, 0.992, 0.0005);
+  EXPECT_EQ(default_calibration(gb200).sm_count, 148);
+}
+
 TEST(Gemm, Large8192CubedBf16OnH100TakesFlopsOverCalibratedRateTimesWaveQuantization) {
   // 2*8192^3 FLOP at 989.4 TFLOP/s * eff (eff = 0.67). Tile candidates: 256x128 gives 2048 tiles =
   // 16 waves of 132 SMs (2112 slots, 3.1% idle); 128x64 gives 8192 tiles = 63 waves (8316 slots,

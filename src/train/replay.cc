@@ -61,6 +61,7 @@ const std::vector<MeasuredGpu>& measured_gpus() {
       {"h100-sxm", "h100-sxm", 400},               // DGX H100: 8 x 400 Gb/s NDR
       {"h100-sxm-96g-500w", "h100-sxm-96gb", 400},  // Grand Teton: 400 Gb/s RDMA per GPU; 500 W in the catalog
       {"h800", "h800", 400},                        // assumption: 400 Gb/s per GPU (the PR does not say)
+      {"gb200", "gb200", 400},                      // GB200 NVL72 tray: 4 x ConnectX-7 400 Gb/s, one per GPU
   };
   return v;
 }
