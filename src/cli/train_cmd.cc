@@ -571,10 +571,10 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--ep", a->ep, "expert-parallel degree (within dp x cp)")->capture_default_str();
   c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved)")->capture_default_str();
   c->add_option("--first-stage-layers", a->first_stage_layers,
-                "uneven pipeline: layers on the first stage (0 = the middle stages' share; vp 1)")
+                "uneven pipeline: layers on the first stage, with --vp its first model chunk (0 = the other chunks' share)")
       ->capture_default_str();
   c->add_option("--last-stage-layers", a->last_stage_layers,
-                "uneven pipeline: layers on the last stage (0 = the middle stages' share; vp 1)")
+                "uneven pipeline: layers on the last stage, with --vp its last model chunk (0 = the other chunks' share)")
       ->capture_default_str();
   c->add_option("--mbs", a->mbs, "micro-batch size (sequences)")->capture_default_str();
   c->add_option("--gbs", a->gbs, "global batch size (sequences)");

@@ -176,17 +176,26 @@ LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c) {
     const int64_t per = layers / (p.pp * p.vp);
     return LayerRange{(c * p.pp + s) * per, per, c * per};
   }
-  const int64_t middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
+  // Model chunk k = c pp + s of K = pp vp (Megatron-Core's interleaved order; with vp = 1, the stages):
+  // the first holds first_stage_layers, the last last_stage_layers (0: the share), the rest the share.
+  const int64_t chunks = p.pp * p.vp;
+  const int64_t middle = chunks - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
   const int64_t share = middle > 0 ? (layers - p.first_stage_layers - p.last_stage_layers) / middle : 0;
   const int64_t first = p.first_stage_layers > 0 ? p.first_stage_layers : share;
   const int64_t last = p.last_stage_layers > 0 ? p.last_stage_layers : share;
-  if (s == 0) return LayerRange{0, first, 0};
-  if (s == p.pp - 1) return LayerRange{layers - last, last, 0};
-  return LayerRange{first + (s - 1) * share, share, 0};
+  auto size = [&](int64_t k) { return k == 0 ? first : k == chunks - 1 ? last : share; };
+  auto start = [&](int64_t k) { return k == 0 ? 0 : first + (k - 1) * share; };  // k <= chunks - 1
+  const int64_t k = c * p.pp + s;
+  int64_t offset = 0;  // this rank's layers in its chunks before c
+  for (int64_t b = 0; b < c; ++b) offset += size(b * p.pp + s);
+  return LayerRange{start(k), size(k), offset};
 }
 
 int64_t stage_layers(const Plan& p, int64_t layers, int64_t s) {
-  return p.uneven_stages() ? chunk_layers(p, layers, s, 0).count : layers / p.pp;
+  if (!p.uneven_stages()) return layers / p.pp;
+  int64_t n = 0;
+  for (int64_t c = 0; c < p.vp; ++c) n += chunk_layers(p, layers, s, c).count;
+  return n;
 }
 
 int64_t max_stage_layers(const Plan& p, int64_t layers) {
@@ -241,15 +250,17 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     if (p.first_stage_layers < 0 || p.last_stage_layers < 0) {
       add("pp_layers", fmt::format("first/last stage layers ({}, {}) must be >= 0", p.first_stage_layers,
                                    p.last_stage_layers));
-    } else if (p.pp < 2 || p.vp > 1) {
-      add("pp_layers", fmt::format("uneven first/last stage layers need pp >= 2 and vp = 1 (pp={}, vp={})", p.pp, p.vp));
+    } else if (p.pp < 2) {
+      add("pp_layers", fmt::format("uneven first/last stage layers need pp >= 2 (pp={})", p.pp));
     } else {
-      const int64_t middle = p.pp - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
+      const int64_t chunks = p.pp * p.vp;
+      const int64_t middle = chunks - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
       const int64_t rest = m.layers - p.first_stage_layers - p.last_stage_layers;
       if (middle == 0 ? rest != 0 : (rest < middle || rest % middle != 0)) {
         add("pp_layers", fmt::format("layers={} minus first/last stage layers ({}, {}) = {} does not split evenly over "
-                                     "the {} other stage(s)",
-                                     m.layers, p.first_stage_layers, p.last_stage_layers, rest, middle));
+                                     "the {} other {}",
+                                     m.layers, p.first_stage_layers, p.last_stage_layers, rest, middle,
+                                     p.vp > 1 ? "model chunk(s) (pp*vp)" : "stage(s)"));
       }
     }
   } else if (m.layers % (p.pp * p.vp) != 0) {

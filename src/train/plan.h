@@ -79,8 +79,10 @@ struct Plan {
   int64_t cp = 1;
   int64_t ep = 1;
   int64_t vp = 1;  // virtual stages per pipeline rank (interleaved schedule)
-  // Uneven pipeline stages (vp = 1): layers on the first / last pipeline stage; 0 = the middle
-  // stages' share. Both 0: every virtual stage holds layers / (pp * vp).
+  // Uneven pipeline stages: layers on the first / last model chunk (vp = 1: the first / last pipeline
+  // stage; vp > 1: virtual stage 0 of rank 0 and virtual stage vp-1 of rank pp-1, as Megatron-Core's
+  // account-for-embedding/loss-in-pipeline-split leaves them); 0 = the other chunks' share. Both 0:
+  // every virtual stage holds layers / (pp * vp).
   int64_t first_stage_layers = 0;
   int64_t last_stage_layers = 0;
   bool sp = false;  // sequence parallelism (Korthikanti et al. 2022) with TP

@@ -300,11 +300,54 @@ TEST(Plan, UnevenStagesSplitTheMiddleEvenly) {
   const auto e = validate_plan(m, p, 16, test_gpu());
   ASSERT_TRUE(has_key(e, "pp_layers"));
   EXPECT_NE(e.front().message.find("113"), std::string::npos) << e.front().message;
-  // Uneven stages with interleaving are refused.
+  // With interleaving the split is over the 32 model chunks: 126 - 7 - 7 = 112 does not split over 30.
   p.first_stage_layers = 7;
   p.vp = 2;
   p.schedule = Schedule::kInterleaved;
   EXPECT_TRUE(has_key(validate_plan(m, p, 16, test_gpu()), "pp_layers"));
+}
+
+// Interleaved with uneven end chunks, as NeMo runs Llama 3.1 405B on GB200 (Megatron-Core's
+// account-for-embedding/loss-in-pipeline-split: 126 layers + embedding + loss = 128 over pp 8 x vp 8 =
+// 64 model chunks of 2, the first and the last holding one layer beside the embedding and the loss).
+// Model chunk k = c pp + s: chunk 0 (s 0, c 0) layer 0; chunk k in 1..62 layers 1 + 2(k-1) and the next;
+// chunk 63 (s 7, c 7) layer 125. Rank 0 holds 1 + 7 x 2 = 15 layers, rank 7 7 x 2 + 1 = 15, the others 16.
+TEST(Plan, InterleavedUnevenEndChunks) {
+  model::ModelSpec m = llama_8b();
+  m.layers = 126;
+  Plan p;
+  p.pp = 8;
+  p.vp = 8;
+  p.dp = 2;
+  p.gbs = 16;
+  p.schedule = Schedule::kInterleaved;
+  p.first_stage_layers = 1;
+  p.last_stage_layers = 1;
+  EXPECT_TRUE(validate_plan(m, p, 16, test_gpu()).empty());
+  const LayerRange a = chunk_layers(p, m.layers, 0, 0), b = chunk_layers(p, m.layers, 1, 0),
+                   c = chunk_layers(p, m.layers, 0, 1), z = chunk_layers(p, m.layers, 7, 7);
+  EXPECT_EQ(a.first, 0);
+  EXPECT_EQ(a.count, 1);
+  EXPECT_EQ(b.first, 1);
+  EXPECT_EQ(b.count, 2);
+  EXPECT_EQ(c.first, 15);  // chunk 8: 1 + 7 x 2
+  EXPECT_EQ(c.count, 2);
+  EXPECT_EQ(c.offset, 1);  // rank 0's chunk 0 holds one layer
+  EXPECT_EQ(z.first, 125);
+  EXPECT_EQ(z.count, 1);
+  EXPECT_EQ(z.offset, 14);
+  EXPECT_EQ(stage_layers(p, m.layers, 0), 15);
+  EXPECT_EQ(stage_layers(p, m.layers, 3), 16);
+  EXPECT_EQ(stage_layers(p, m.layers, 7), 15);
+  EXPECT_EQ(max_stage_layers(p, m.layers), 16);
+  // Every layer exactly once, in model-chunk order.
+  int64_t next = 0;
+  for (int64_t k = 0; k < 64; ++k) {
+    const LayerRange r = chunk_layers(p, m.layers, k % 8, k / 8);
+    EXPECT_EQ(r.first, next) << "chunk " << k;
+    next = r.first + r.count;
+  }
+  EXPECT_EQ(next, 126);
 }
 
 // balance_uneven_stages: middle stages get ceil(L / pp), the first the smaller half of the rest.

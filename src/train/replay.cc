@@ -43,8 +43,8 @@ const std::vector<std::string>& measured_run_columns() {
 }
 
 const std::vector<std::string>& measured_run_optional_columns() {
-  static const std::vector<std::string> v = {"model",           "capacity_factor",    "grad_bytes", "attention_kernel",
-                                             "moe_dispatcher", "moe_ranks_per_token"};
+  static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
+                                             "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers"};
   return v;
 }
 
@@ -212,6 +212,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
       r.grad_bytes = integer("grad_bytes", 2, 4, false);
       if (r.grad_bytes == 3) throw InputError(at.with_key("grad_bytes"), fmt::format("expected 2 or 4, found 3 (row {})", r.id));
     }
+    if (!optional("first_stage_layers").empty()) r.first_stage_layers = integer("first_stage_layers", 1, kBig, false);
+    if (!optional("last_stage_layers").empty()) r.last_stage_layers = integer("last_stage_layers", 1, kBig, false);
     r.attention_kernel = optional("attention_kernel");
     if (!r.attention_kernel.empty()) compute::parse_attention_kernel(r.attention_kernel, at.with_key("attention_kernel"));
     r.moe_dispatcher = optional("moe_dispatcher");
@@ -329,6 +331,8 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (r.capacity_factor > 0.0) f.emplace_back("--capacity-factor", fmt::format("{:g}", r.capacity_factor));
   if (!r.moe_dispatcher.empty()) f.emplace_back("--moe-dispatcher", r.moe_dispatcher);
   if (r.moe_ranks_per_token > 0.0) f.emplace_back("--moe-ranks-per-token", fmt::format("{:g}", r.moe_ranks_per_token));
+  if (r.first_stage_layers > 0) f.emplace_back("--first-stage-layers", fmt_count(r.first_stage_layers));
+  if (r.last_stage_layers > 0) f.emplace_back("--last-stage-layers", fmt_count(r.last_stage_layers));
   return f;
 }
 

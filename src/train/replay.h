@@ -32,6 +32,9 @@
 //   moe_dispatcher: alltoall | deepep (--moe-dispatcher; empty: alltoall).
 //   moe_ranks_per_token: with deepep, the EP ranks a token reaches when the router fixes it
 //     (--moe-ranks-per-token; empty: the expectation under uniform routing).
+//   first_stage_layers, last_stage_layers: layers on the first / last model chunk (--first-stage-layers,
+//     --last-stage-layers; e.g. 1 and 1 for NeMo's account-for-embedding/loss-in-pipeline-split on
+//     126 layers over pp 8 x vp 8; empty: even).
 #pragma once
 
 #include <cstdint>
@@ -55,6 +58,7 @@ struct MeasuredRun {
   int64_t grad_bytes = 0;        // optional column, 0 = not stated (4)
   std::string moe_dispatcher;      // optional column, "" = alltoall
   double moe_ranks_per_token = 0;  // optional column, 0 = not stated
+  int64_t first_stage_layers = 0, last_stage_layers = 0;  // optional columns, 0 = even
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   int64_t seq = 0;  // 0: not stated

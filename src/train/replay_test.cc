@@ -245,5 +245,24 @@ TEST(Replay, OptionalColumnsNameAModelAndTheStack) {
   EXPECT_NE(bad(",qwen3-30b-a3b,", ",,").find("[arch]"), std::string::npos);
 }
 
+// first_stage_layers / last_stage_layers: NeMo's 405B on pp 8 x vp 8 holds one layer in the first and
+// the last model chunk; the columns map onto --first-stage-layers / --last-stage-layers, and a value
+// below 1 names its column.
+TEST(Replay, StageLayerColumnsMapOntoTheirFlags) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",first_stage_layers,last_stage_layers\n";
+  const std::string row = "GB5,nemo-dgxc-2505,llama,405.9,126,16384,128,8,53248,128256,8192,h100-sxm,128,4,8,2,2,1,8,1,64,"
+                          "yes,,bf16,distopt,step_time_s,9.347,x,1,1\n";
+  const std::string table = write("stages", h + row);
+  const auto runs = read_measured_runs(table);
+  ASSERT_EQ(runs.size(), 1u);
+  auto f = flags(runs[0]);
+  EXPECT_EQ(f["--first-stage-layers"], "1");
+  EXPECT_EQ(f["--last-stage-layers"], "1");
+  EXPECT_EQ(f["--vp"], "8");
+  std::string zero = row;
+  zero.replace(zero.rfind(",1,1"), 4, ",0,1");
+  EXPECT_NE(error_of(h + zero).find("[first_stage_layers]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace orrery::train
