@@ -422,6 +422,33 @@ TEST(Simulator, UnevenStagesLargestStageSetsThePace) {
   EXPECT_EQ(mirrored.step_time, ms(248) + f.opt());
 }
 
+// Interleaved with uneven end chunks: 14 layers of tf = tb = tw = 1 ms on pp 4 x vp 2 with one layer in
+// the first and the last model chunk (model chunks k = c pp + s hold 1, 2, 2, 2, 2, 2, 2, 1 layers), m = 8.
+// Each stage's compute stream does its layers' forward and backward, 3 ms per layer and micro-batch:
+// stages 0 and 3 hold 1 + 2 = 3 layers (72 ms), stages 1 and 2 hold 2 + 2 = 4 (96 ms), each plus its
+// optimizer step (one kernel launch: no parameters in these costs). The step is at
+// least the busiest stage's 96 ms and, with free communication, at most the whole pipeline's work.
+TEST(Simulator, InterleavedUnevenEndChunksDoEachStagesLayers) {
+  Fixture f;
+  const ModelCosts c = synthetic(14, ms(1), ms(1), ms(1));
+  const FixedComm comm(Time::zero(), Time::zero());
+  Plan plan;
+  plan.pp = 4;
+  plan.vp = 2;
+  plan.schedule = Schedule::kInterleaved;
+  plan.gbs = 8;
+  plan.first_stage_layers = 1;
+  plan.last_stage_layers = 1;
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, comm);
+  ASSERT_EQ(r.stage_compute.size(), 4u);
+  EXPECT_EQ(r.stage_compute[0], ms(72) + f.opt());  // and each stage's optimizer step
+  EXPECT_EQ(r.stage_compute[1], ms(96) + f.opt());
+  EXPECT_EQ(r.stage_compute[2], ms(96) + f.opt());
+  EXPECT_EQ(r.stage_compute[3], ms(72) + f.opt());
+  EXPECT_GE(r.step_time, ms(96));
+  EXPECT_LE(r.step_time, ms(72 + 96 + 96 + 72) + f.opt());
+}
+
 TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
   Plan p;
   p.pp = 4;
