@@ -278,9 +278,9 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.allocator = parse_allocator(a.kernels.allocator);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
-  // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers).
-  const std::vector<tr::MoeDispatcher> dispatchers =
-      parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
+  // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers, parsed by make_space).
+  o.space = make_space(a);
+  const std::vector<tr::MoeDispatcher>& dispatchers = o.space.moe_dispatchers;
   const bool deepep = std::find(dispatchers.begin(), dispatchers.end(), tr::MoeDispatcher::kDeepEp) != dispatchers.end();
   o.base.moe_dispatcher = dispatchers.front();
   o.base.moe_ranks_per_token = a.moe_ranks_per_token;
@@ -305,7 +305,6 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     }
     o.budget = Bytes::from_double(a.budget_gib * 1073741824.0);
   }
-  o.space = make_space(a);
   o.top_k = static_cast<size_t>(a.top);
   o.threads = a.threads;
   o.prune = !a.exhaustive;

@@ -60,7 +60,7 @@ class Trace {
     loss_.assign(passes, -1);
     if (first_) params_.push_back(c_.pre.params);
     if (last_) params_.push_back(c_.post.params);
-    const hw::DType act = p_.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p_.precision;
+    const hw::DType act = p_.activation_dtype();
     const double dt = d(hw::dtype_bytes(act));
     const double logits = last_ ? d(p_.mbs) * d(p_.seq / p_.cp) * d(m_.vocab) / d(p_.tp) : 0.0;
     logits_ = Bytes::from_double(dt * logits);

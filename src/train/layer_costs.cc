@@ -73,8 +73,6 @@ Time ring_extra(Time g, Time chunk, Time c_step, int64_t tp) {
   return std::max(Time::zero(), total - g);
 }
 
-hw::DType bf16_if_fp8(hw::DType t) { return t == hw::DType::kFp8 ? hw::DType::kBf16 : t; }
-
 // fp8 training as Megatron-Core runs it with Transformer Engine (TE): the linear layers inside the
 // transformer blocks are TE modules and run their three GEMMs in fp8 (E4M3 operands, E5M2 gradients
 // under the default hybrid recipe); the output layer (Megatron's ColumnParallelLinear, not TE), the
@@ -151,7 +149,7 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     if (sh == Shard::kRow) g.k = std::max<int64_t>(1, g.k / tp);
     // fp8: Transformer Engine's modules run their GEMMs in fp8; the rest stay in bf16 (header).
     const bool fp8 = dt == hw::DType::kFp8 && te_module_gemm(op.name);
-    const hw::DType gdt = fp8 ? hw::DType::kFp8 : bf16_if_fp8(dt);
+    const hw::DType gdt = fp8 ? hw::DType::kFp8 : x.p.activation_dtype();
     const Time f = x.cm.gemm(g, gdt);
     const Time dgrad = x.cm.gemm(compute::GemmShape{g.m, g.k, g.n, g.count}, gdt);
     const Time wgrad = x.cm.gemm(compute::GemmShape{d(g.k), g.n, static_cast<int64_t>(std::ceil(g.m)), g.count}, gdt);
@@ -175,7 +173,7 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
       // GEMM's bf16 output.
       const double elems = g.m * d(te_column ? g.k : g.n) * d(g.count);
       const Time ag = x.comm.collective(coll::Op::kAllGather, Bytes::from_double(elems * d(hw::dtype_bytes(gdt))), Group::kTp);
-      const Time rs = x.comm.collective(coll::Op::kReduceScatter, Bytes::from_double(elems * d(hw::dtype_bytes(bf16_if_fp8(dt)))),
+      const Time rs = x.comm.collective(coll::Op::kReduceScatter, Bytes::from_double(elems * d(hw::dtype_bytes(x.p.activation_dtype()))),
                                         Group::kTp);
       const int64_t sms = x.cm.calibration().sm_count;
       const double share = d(sms) > kUbCommSms ? kUbCommSms / d(sms) : 0.0;  // unknown (0) or tiny SM count: none taken
@@ -238,7 +236,7 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     h.head_dim_v = mla ? x.m.mla.v_head_dim : x.m.head_dim;
     h.causal = causal;
     // fp8 training keeps the attention core in bf16 unless Plan::fp8_attention (TE's FP8 DPA).
-    const hw::DType adt = x.p.fp8_attention ? dt : bf16_if_fp8(dt);
+    const hw::DType adt = x.p.fp8_attention ? dt : x.p.activation_dtype();
     Time f = x.cm.attention(seqs, h, adt, compute::Pass::kForward);
     Time b = x.cm.attention(seqs, h, adt, compute::Pass::kBackward);
     if (!x.p.flash_attention) {
@@ -324,7 +322,7 @@ Flops LayerCost::partial_recompute_flops(Recompute r) const {
 
 ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::ComputeModel& cm, const CommModel& comm) {
   model::InventoryOptions io;
-  io.dtype_bytes = hw::dtype_bytes(p.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p.precision);
+  io.dtype_bytes = hw::dtype_bytes(p.activation_dtype());
   io.attention = model::AttentionFlops::kCausal;
   io.flash_attention = p.flash_attention;
   io.eager = p.eager;

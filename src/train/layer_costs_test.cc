@@ -111,6 +111,12 @@ TEST(LayerCosts, ExpertAllToAllsMoveTheDispatchersCopies) {
   EXPECT_EQ(model_costs(m, p, cm, comm).layer[0].ep_bwd.picoseconds(), 4'194'304);
 }
 
+// The catalog's H100 SXM (the fp8 tests need its fp8 peak, SM count and Hopper calibration).
+const hw::GpuSpec& catalog_h100() {
+  static const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  return catalog.hw.get_gpu("h100-sxm", {});
+}
+
 // fp8 as Megatron-Core runs it with Transformer Engine (layer_costs.cc, te_module_gemm and fp8_casts):
 // on a Llama layer (tp 1, T = 2048 tokens, h = 1024, 8 heads of 128 = 8 kv heads, f = 4096 gated) with
 // m = 4 micro-batches, the fp8 layer differs from the bf16 one only in its four GEMMs and their casts:
@@ -126,9 +132,7 @@ TEST(LayerCosts, ExpertAllToAllsMoveTheDispatchersCopies) {
 // keeps the core in bf16; Megatron's output layer is not a TE module). With fp8 attention on, the
 // forward grows by the core's fp8 time less its bf16 time.
 TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
-  const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
-  const hw::GpuSpec& gpu = catalog.hw.get_gpu("h100-sxm", {});
-  const compute::ComputeModel cm(gpu);
+  const compute::ComputeModel cm(catalog_h100());
   const int64_t T = 2048, h = 1024, f = 4096, m = 4;
   const auto model = model::ModelSpec::llama({2, h, 8, 8, f, 32000, T});
   Plan bf;
@@ -201,9 +205,7 @@ class SlowBytesComm final : public CommModel {
 //     dY (1 each) = 8 T h us;
 // in bf16 8 and 12 T h us. The GEMMs' microseconds are within the 1 ms tolerance.
 TEST(LayerCosts, Fp8TpOverlapGathersFp8AndReducesBf16) {
-  const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
-  const hw::GpuSpec& gpu = catalog.hw.get_gpu("h100-sxm", {});
-  const compute::ComputeModel cm(gpu);
+  const compute::ComputeModel cm(catalog_h100());
   const int64_t T = 256, h = 256, tp = 4;
   const auto model = model::ModelSpec::gpt({2, h, 8, 8, 4 * h, 1000, T});
   Plan p;

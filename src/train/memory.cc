@@ -132,7 +132,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       // backward adds the logits' gradient in their dtype (dt per logit); PyTorch's F.cross_entropy
       // (log_softmax + nll_loss, eager) holds nll_loss's dense fp32 gradient and log_softmax's fp32
       // input gradient at once (8 per logit).
-      const double dt = d(hw::dtype_bytes(p.precision == hw::DType::kFp8 ? hw::DType::kBf16 : p.precision));
+      const double dt = d(hw::dtype_bytes(p.activation_dtype()));
       const double per_logit = p.eager ? 8.0 : dt;
       temp += Bytes::from_double(per_logit * d(p.mbs) * d(p.seq / p.cp) * d(model.vocab) / d(p.tp));
     }

@@ -145,6 +145,9 @@ struct Plan {
   int64_t microbatches() const { return dp * mbs > 0 ? gbs / (dp * mbs) : 0; }
   int64_t shard_size() const;  // ranks one parameter/gradient/optimizer shard spans: (shard_group or dp) x cp; 1 unsharded
   bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  // The dtype of activations, gradients of activations and every kernel outside fp8's GEMMs: fp8
+  // training keeps them in bf16 (Transformer Engine quantizes only a GEMM's operands).
+  hw::DType activation_dtype() const { return precision == hw::DType::kFp8 ? hw::DType::kBf16 : precision; }
 };
 
 // The model layers [first, first + count) of chunk c on pipeline rank s (virtual stage c * pp + s),

@@ -32,12 +32,6 @@ void TaskGraph::depend(TaskId task, TaskId after) {
   ++num_deps_[static_cast<size_t>(task)];
 }
 
-void TaskGraph::reserve(size_t tasks, size_t dependencies) {
-  tasks_.reserve(tasks);
-  num_deps_.reserve(tasks);
-  edges_.reserve(dependencies);
-}
-
 // The mutable state of one execution.
 class TaskGraphRun final : public des::EventHandler {
  public:

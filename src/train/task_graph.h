@@ -60,8 +60,6 @@ class TaskGraph {
   size_t num_streams() const { return streams_.size(); }
   // Every depend(task, after) call in order, as (after, task).
   const std::vector<std::pair<TaskId, TaskId>>& dependencies() const { return edges_; }
-  // Capacity hints (no effect on the result): the builder's expected task and dependency counts.
-  void reserve(size_t tasks, size_t dependencies);
 
   // Executes the graph from time zero. Returns one timing per task. Throws std::logic_error when a
   // dependency cycle leaves tasks unfinished (a bug in the graph builder).

@@ -21,10 +21,9 @@ import datetime
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_kernels import Nvml, timed  # noqa: E402
+from training_kernels import Nvml, preheat, timed  # noqa: E402
 
 # Row: (hidden, heads, kv_heads, ffn, gated MLP, tp, tokens per GPU = mbs x seq / cp), as in
 # data/published/nemo_h100_fp8.csv.
@@ -94,14 +93,6 @@ def main():
         csv.write(f"{config},{op},{pas},{m},{n},{k},{dtype},{f'{ms:.5f}' if ms else ''},{tf},{note}\n")
         csv.flush()
 
-    def preheat(seconds):
-        a = torch.randn(8192, 8192, device=dev, dtype=bf16)
-        t_end = time.time() + seconds
-        while time.time() < t_end:
-            for _ in range(20):
-                a @ a
-            torch.cuda.synchronize()
-
     one = torch.ones((), device=dev, dtype=torch.float32)
 
     def gemm_pair(config, op, pas, m, n, k, grad):
@@ -121,14 +112,12 @@ def main():
             row(config, op, pas, m, n, k, "fp8", 0.0, f"{type(e).__name__}: {str(e).splitlines()[0][:80]}")
         del a, b, a8, b8
 
-    if args.preheat_s > 0:
-        preheat(args.preheat_s)
+    preheat(torch, args.preheat_s)
     meta["clocks"]["after_preheat"] = nvml.read()
     write_meta()
     gemm_pair("square", "8192^3", "forward", 8192, 8192, 8192, False)
     for name in wanted:
-        if args.preheat_s > 0:
-            preheat(args.preheat_s / 10)
+        preheat(torch, args.preheat_s / 10)
         for op, m, n, k in layer_gemms(*CONFIGS[name]):
             gemm_pair(name, op, "forward", m, n, k, False)
             gemm_pair(name, op, "input-grad", m, k, n, True)    # dX[m, k] = dY[m, n] W^T

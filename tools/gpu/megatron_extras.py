@@ -22,10 +22,9 @@ import datetime
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from training_kernels import CONFIGS, layer_gemms, timed  # noqa: E402
+from training_kernels import CONFIGS, layer_gemms, preheat, timed  # noqa: E402
 
 
 def main():
@@ -84,14 +83,6 @@ def main():
         csv.write(f"{config},{op},{variant},{pas},{m},{n},{k},{ms_text},{tf},{note}\n")
         csv.flush()
 
-    def preheat(seconds):
-        a = torch.randn(8192, 8192, device=dev, dtype=bf16)
-        t_end = time.time() + seconds
-        while time.time() < t_end:
-            for _ in range(20):
-                a @ a
-            torch.cuda.synchronize()
-
     # The fused fp32 epilogue: the first of these calls the build accepts (PyTorch's out_dtype on addmm
     # runs cuBLAS with bf16 inputs and fp32 C and D, beta = 1).
     def fused_calls(c, x, dy):
@@ -100,12 +91,10 @@ def main():
             ("addmm(out_dtype=fp32)", lambda: torch.addmm(c, x, dy, out_dtype=torch.float32)),
         ]
 
-    if args.preheat_s > 0:
-        preheat(args.preheat_s)
+    preheat(torch, args.preheat_s)
     for name in wanted:
         _, h, heads, ffn, _, tp, seq, mbs, kv_heads, swiglu = e_rows[name]
-        if args.preheat_s > 0:
-            preheat(args.preheat_s / 10)
+        preheat(torch, args.preheat_s / 10)
         tokens = mbs * seq
         # Weight gradients: W-grad[k, n] = X^T[k, tokens] dY[tokens, n].
         for op, m, n, k in layer_gemms(h, heads, ffn, tp, tokens, kv_heads, swiglu):

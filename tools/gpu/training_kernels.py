@@ -62,6 +62,20 @@ def die(message, code):
     sys.exit(code)
 
 
+def preheat(torch, seconds):
+    """8192^3 bf16 matmuls for `seconds`: the card reaches the clock a training job holds at its power limit."""
+    if seconds <= 0:
+        return
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    t_end = time.time() + seconds
+    while time.time() < t_end:
+        for _ in range(20):
+            torch.matmul(a, b)
+        torch.cuda.synchronize()
+    del a, b
+
+
 def timed(torch, fn, warmup, repeats):
     for _ in range(warmup):
         fn()
@@ -207,18 +221,7 @@ def main():
     ms = timed(torch, lambda: dst.copy_(src), args.warmup, args.repeats)
     _, copy_gbps = row("ceiling", "d2d-copy", "forward", 1 << 29, 0, 0, ms, nbytes=2.0 * 2 * (1 << 29))
     del src, dst
-    def preheat(seconds):
-        if seconds <= 0:
-            return
-        a, b = rnd(8192, 8192), rnd(8192, 8192)
-        t_end = time.time() + seconds
-        while time.time() < t_end:
-            for _ in range(20):
-                torch.matmul(a, b)
-            torch.cuda.synchronize()
-        del a, b
-
-    preheat(args.preheat_s)
+    preheat(torch, args.preheat_s)
     meta["clocks"]["after_preheat"] = nvml.read()
     big_tf = gemm("ceiling", "matmul-8192", "forward", 8192, 8192, 8192)
     summary.append(f"ceilings: copy {copy_gbps:.0f} GB/s, 8192^3 bf16 matmul {big_tf:.0f} TFLOP/s")
@@ -272,7 +275,7 @@ def main():
     for (name, h, heads, ffn, vocab, tp, seq, mbs, kv_heads, swiglu) in CONFIGS:
         if name not in wanted:
             continue
-        preheat(args.preheat_s / 10)
+        preheat(torch, args.preheat_s / 10)
         try:
             tokens = mbs * seq
             dh = h // heads
@@ -418,7 +421,7 @@ def main():
 
     # --- serving shapes: Llama-2-7B GEMMs at few tokens -----------------------------------------------------
     def serving():
-        preheat(args.preheat_s / 10)
+        preheat(torch, args.preheat_s / 10)
         for t in SERVING_TOKENS:
             for (op, m, n, k) in layer_gemms(4096, 32, 11008, 1, t, 32, True):
                 gemm(f"L7B-{t}", op, "forward", m, n, k)
