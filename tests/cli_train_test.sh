@@ -368,6 +368,30 @@ expect fp8-attention-bf16 2 "fp8_attention: fp8 attention applies to precision f
 expect fp8-attention-bad 2 "--fp8-attention: expected yes or no, found 'maybe'" -- "${fp8[@]}" --fp8-attention maybe
 expect plan-fp8-attention-bf16 2 "--fp8-attention: applies to --precision fp8" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --fp8-attention yes
 
+# Optimizer states (train/plan.h, MasterWeights): distopt over dp 8 keeps (master + moments) / 8 bytes
+# per parameter; fp32 master and moments are 4 + 8 = 12, bf16 moments with no master (NeMo's distributed
+# Adam at dtype bf16) 0 + 4 = 4, so the optimizer memory is a third of the default's. Both train and
+# plan train record the choice in --json.
+opt=(train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --seq 4096 --dp-sharding distopt)
+if python3 - "$bin" "${opt[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+fp32, bf16 = run(), run("--optimizer-dtype", "bf16", "--master-weights", "none")
+assert fp32["plan"]["optimizer_dtype"] == "fp32" and fp32["plan"]["master_weights"] == "fp32"
+assert bf16["plan"]["optimizer_dtype"] == "bf16" and bf16["plan"]["master_weights"] == "none"
+ratio = bf16["memory"]["optimizer"] / fp32["memory"]["optimizer"]
+assert abs(ratio - 4.0 / 12.0) < 1e-6, ratio
+assert bf16["step_time_s"] < fp32["step_time_s"]  # Adam's step moves 14 instead of 30 bytes per parameter
+PY
+then pass=$((pass+1)); else echo "FAIL optimizer states json"; fail=$((fail+1)); fi
+expect optimizer-dtype-bad 2 "--optimizer-dtype: unknown optimizer-state dtype 'fp8'.*fp16" -- "${opt[@]}" --optimizer-dtype fp8
+expect master-weights-bad 2 "--master-weights: unknown master-weight copy 'remainder'.*did you mean 'remainders'" -- "${opt[@]}" --master-weights remainder
+expect plan-master-weights-bad 2 "--master-weights: unknown master-weight copy 'fp64'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --master-weights fp64
+if "$bin" plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --top 1 --optimizer-dtype bf16 --master-weights remainders --json 2>/dev/null |
+  python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["optimizer_dtype"] == "bf16" and j["master_weights"] == "remainders"'
+then pass=$((pass+1)); else echo "FAIL plan optimizer states json"; fail=$((fail+1)); fi
+
 # The MoE held-out table (data/published/moe_h100_bf16.csv) names its models: a catalog name and a
 # config.json beside the table; each row's command line reproduces its prediction.
 if [ -n "${ORRERY_SOURCE_DIR:-}" ]; then

@@ -59,6 +59,7 @@ struct PlanTrainArgs {
   std::string sp = "both";
   std::string unshard = "no";  // --unsharding
   int64_t grad_bytes = 4;
+  std::string optimizer_dtype = "fp32", master_weights = "fp32";
   std::string tp_overlap = "no";  // --tp-comm-overlap
   std::string fp8_attention = "no";
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
@@ -269,6 +270,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   // in core::Time's range.
   check_training_scale(model, seq, a.gbs, a.gpus, gpu, o.base.precision);
   o.base.grad_bytes = a.grad_bytes;
+  o.base.optimizer_dtype = tr::parse_optimizer_dtype(a.optimizer_dtype, kCl.with_key("--optimizer-dtype"));
+  o.base.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
   o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
   o.base.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   if (o.base.fp8_attention && o.base.precision != hw::DType::kFp8) {
@@ -344,6 +347,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
     j["fp8_attention"] = o.base.fp8_attention;
     j["grad_bytes"] = o.base.grad_bytes;
+    j["optimizer_dtype"] = hw::dtype_name(o.base.optimizer_dtype);
+    j["master_weights"] = tr::master_weights_name(o.base.master_weights);
     j["capacity_factor"] = o.base.capacity_factor;
     j["load_imbalance"] = o.base.load_imbalance;
     Json searched = Json::array();
@@ -458,6 +463,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
                 "ZeRO-3/HSDP plans also with the most layers kept gathered that the budget allows (sharding shown as +uK): yes | no")
       ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
+  add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")
       ->capture_default_str();

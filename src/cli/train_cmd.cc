@@ -44,6 +44,7 @@ struct TrainArgs {
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
+  std::string optimizer_dtype = "fp32", master_weights = "fp32";
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
@@ -133,6 +134,8 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   if (a.grad_bytes != 2 && a.grad_bytes != 4) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
   }
+  p.optimizer_dtype = tr::parse_optimizer_dtype(a.optimizer_dtype, kCl.with_key("--optimizer-dtype"));
+  p.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
   if (!(a.bucket_mb > 0.0 && a.bucket_mb <= 1e6)) {
     throw InputError(kCl.with_key("--bucket-mb"), fmt::format("expected a bucket size in MB above 0 and up to 1e6, found {}", a.bucket_mb));
   }
@@ -400,6 +403,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"flash_attention", plan.flash_attention},
                  {"fp8_attention", plan.fp8_attention},
                  {"grad_bytes", plan.grad_bytes},
+                 {"optimizer_dtype", hw::dtype_name(plan.optimizer_dtype)},
+                 {"master_weights", tr::master_weights_name(plan.master_weights)},
                  {"bucket_bytes", plan.bucket_bytes},
                  {"grad_sync", tr::grad_sync_name(plan.grad_sync)},
                  {"grad_density", plan.grad_density},
@@ -592,6 +597,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16, TE's default)")
       ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
+  add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
   c->add_option("--moe-dispatcher", a->moe_dispatcher,

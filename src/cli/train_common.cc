@@ -160,6 +160,16 @@ hw::GpuSpec with_power_limit(const hw::GpuSpec& gpu, const std::string& power_li
   return g;
 }
 
+void add_optimizer_state_flags(CLI::App& c, std::string& optimizer_dtype, std::string& master_weights) {
+  c.add_option("--optimizer-dtype", optimizer_dtype,
+               "Adam's two moments: fp32 | bf16 | fp16 (Megatron-Core's --exp-avg-dtype, Apex distributed Adam's dtype)")
+      ->capture_default_str();
+  c.add_option("--master-weights", master_weights,
+               "the optimizer's copy of the parameters: fp32 | fp16 | remainders (Apex's bf16 low bits, 2 B) | "
+               "none (the 16-bit weights are updated in place)")
+      ->capture_default_str();
+}
+
 void add_kernel_options(CLI::App* c, KernelArgs& k) {
   c->add_option("--power-limit", k.power_limit,
                 "GPU power cap, e.g. '500 W' (lowers tensor-core throughput; default: the catalog's limit or TDP)");

@@ -80,7 +80,7 @@ class Trace {
       free(head_grad_);
       if (step == 0 && !p_.optimizer_offload) {
         // Adam's moments, created at the first optimizer step.
-        for (int64_t n : params_) alloc(times(n, d(k_.moment_bytes) / opt_shards()));
+        for (int64_t n : params_) alloc(times(n, d(p_.moment_bytes()) / opt_shards()));
       }
     }
     return AllocatorEstimate{a_.peak_allocated(), a_.peak_reserved()};
@@ -103,7 +103,7 @@ class Trace {
         alloc(times(n, d(k_.weight_bytes)));
         alloc(times(n, d(p_.grad_bytes) / (p_.sharding == Sharding::kZero2 ? d(p_.shard_size()) : 1.0)));
       }
-      if (!p_.optimizer_offload) alloc(times(n, d(k_.master_bytes) / opt_shards()));
+      if (!p_.optimizer_offload) alloc(times(n, d(p_.master_bytes()) / opt_shards()));
     }
   }
 

@@ -129,15 +129,43 @@ std::vector<double> matmul_widths(const model::ModelSpec& m, const model::Op& op
   return {n};
 }
 
+// The activations an fp8 GEMM's module keeps for backward, `saved` being the bf16 input the
+// inventory counts (per rank). Transformer Engine's Linear / LayerNormLinear keep the fp8 copy of their
+// input for the weight-gradient GEMM instead of the bf16 one (TE 1.x _Linear.forward saves inputmat
+// or inputmat_t in fp8; TE 2.x keeps the quantized input with its column-wise usage only): 1 byte per
+// element, and the bf16 tensor is freed unless another op holds it. One does: a fused attention core
+// keeps its output O for its own backward (FlashAttention and cuDNN compute rowsum(dO * O)), and O is
+// the input of the projection after it (attn.out, a DiT's xattn.out). In bf16 the two share one tensor,
+// counted once by the inventory; under fp8 O stays beside the projection's fp8 copy (in fp8 under TE's
+// FP8 DPA), except with selective recompute, whose checkpointed core keeps nothing.
+void add_fp8_saved_input(const Ctx& x, std::string_view name, Bytes saved, LayerCost& c) {
+  const double elems = saved.to_double() / d(hw::dtype_bytes(x.p.activation_dtype()));
+  c.act_none += Bytes::from_double(elems);
+  if ((name == "attn.out" || name == "xattn.out") && x.p.flash_attention) {
+    const hw::DType core = x.p.fp8_attention ? hw::DType::kFp8 : x.p.activation_dtype();
+    const Bytes held = Bytes::from_double(elems * d(hw::dtype_bytes(core)));
+    c.act_none += held;
+    c.act_selective -= held;  // cost_of adds act_none to act_selective: the core keeps no O there
+  }
+}
+
 // Adds the cost of one op to `c`.
 void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
   const int64_t tp = x.p.tp;
   const Shard sh = classify(op);
   const hw::DType dt = x.p.precision;
   const double act_div = (sh == Shard::kRow || sh == Shard::kInner || x.p.sp) ? d(tp) : 1.0;
-  c.act_none += Bytes::from_double(op.saved_activations.to_double() / act_div);
+  const Bytes saved = Bytes::from_double(op.saved_activations.to_double() / act_div);
+  const bool gemm_op = op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kRouter;
+  // fp8: Transformer Engine's modules run their GEMMs in fp8; the rest stay in bf16 (header).
+  const bool fp8 = gemm_op && dt == hw::DType::kFp8 && te_module_gemm(op.name);
+  if (fp8) {
+    add_fp8_saved_input(x, op.name, saved, c);
+  } else {
+    c.act_none += saved;
+  }
   c.params += op.params;
-  if (op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kRouter) {
+  if (gemm_op) {
     if (op.gemm.count == 0) return;
     compute::GemmShape g{op.gemm.m, op.gemm.n, op.gemm.k, op.gemm.count};
     const bool experts = starts_with(op.name, "moe.experts.");
@@ -147,8 +175,6 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     }
     if (sh == Shard::kColumn) g.n = std::max<int64_t>(1, g.n / tp);
     if (sh == Shard::kRow) g.k = std::max<int64_t>(1, g.k / tp);
-    // fp8: Transformer Engine's modules run their GEMMs in fp8; the rest stay in bf16 (header).
-    const bool fp8 = dt == hw::DType::kFp8 && te_module_gemm(op.name);
     const hw::DType gdt = fp8 ? hw::DType::kFp8 : x.p.activation_dtype();
     const Time f = x.cm.gemm(g, gdt);
     const Time dgrad = x.cm.gemm(compute::GemmShape{g.m, g.k, g.n, g.count}, gdt);
@@ -196,7 +222,7 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     for (const double w : matmul_widths(x.m, op, d(g.n))) {
       const double share = w / d(g.n);
       if (++x.matmuls % 2 == 1) {
-        c.act_op += Bytes::from_double(g.m * w * d(g.count) * d(hw::dtype_bytes(dt)));
+        c.act_op += Bytes::from_double(g.m * w * d(g.count) * d(hw::dtype_bytes(x.p.activation_dtype())));
       } else {
         c.recompute_op += Time::seconds(f.to_seconds() * share);
         c.recompute_op_flops += fl * share;
@@ -251,7 +277,7 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     c.recompute_selective += f;
     // Op-level SAC keeps the attention output and its fp32 log-sum-exp (one per query and head).
     const double out_width = d(x.m.heads) * d(h.head_dim_v);
-    c.act_op += Bytes::from_double(d(x.shape.tokens()) * (out_width * d(hw::dtype_bytes(dt)) + d(x.m.heads) * 4.0) / d(tp));
+    c.act_op += Bytes::from_double(d(x.shape.tokens()) * (out_width * d(hw::dtype_bytes(adt)) + d(x.m.heads) * 4.0) / d(tp));
     // Matmul FLOPs as the inventory counts them (its attention convention), on this rank. Unmasked
     // self-attention under CP attends all `kv` keys, not only the local chunk of the inventory's shape.
     // Causal self-attention under load-balanced ring CP: each rank computes 1/cp of the full sequence's
@@ -263,12 +289,22 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     c.fwd_flops += fl;
     c.attn_core_fwd_flops += fl;
     c.model_flops += fl * 3.0;
-    // Selective recompute keeps only Q, K, V of the core (Korthikanti Sec. 4.2).
-    // (The op's own kv length: the text tokens for a DiT's cross-attention.)
-    const double qkv = (d(x.shape.tokens()) * d(x.m.q_width()) + d(x.shape.batch) * d(op.gemm.n) *
-                                                                     d(x.m.k_width() + x.m.v_width())) *
-                       d(hw::dtype_bytes(dt)) / d(tp);
-    c.act_selective -= Bytes::from_double(std::max(0.0, op.saved_activations.to_double() / d(tp) - qkv));
+    // Q, K, V per rank (the op's own kv length: the text tokens for a DiT's cross-attention).
+    const double qkv_elems =
+        (d(x.shape.tokens()) * d(x.m.q_width()) + d(x.shape.batch) * d(op.gemm.n) * d(x.m.k_width() + x.m.v_width())) / d(tp);
+    const double act_bytes = d(hw::dtype_bytes(x.p.activation_dtype()));
+    double core_saved = op.saved_activations.to_double() / d(tp);
+    if (adt != x.p.activation_dtype()) {
+      // TE's FP8 DPA keeps its fp8 Q, K, V for its fp8 backward (NVTE_FP8_DPA_BWD=1, the default),
+      // not the bf16 ones the inventory counts.
+      const double fewer = qkv_elems * (act_bytes - d(hw::dtype_bytes(adt)));
+      core_saved -= fewer;
+      c.act_none -= Bytes::from_double(fewer);
+    }
+    // Selective recompute keeps none of the core's own saved tensors, only Q, K, V (Korthikanti Sec.
+    // 4.2) as the recompute checkpoint's inputs: the qkv projection's output, in the activation dtype
+    // (under FP8 DPA too: the core quantizes inside). In bf16 they are the core's Q, K, V.
+    c.act_selective -= Bytes::from_double(core_saved - qkv_elems * act_bytes);
     return;
   }
   const double div = (sh == Shard::kInner || x.p.sp) ? d(tp) : 1.0;

@@ -188,6 +188,40 @@ TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
   EXPECT_NEAR(c.layer[0].fwd.to_seconds() - lb.fwd.to_seconds(), dcore, tol);
 }
 
+// The activations fp8 keeps for backward (layer_costs.cc, add_fp8_saved_input), on the Llama layer
+// above (tp 1, T = 2048 tokens, h = 1024 = 8 heads of 128 with 8 kv heads, f = 4096 gated). A TE
+// module keeps its GEMM input in fp8 (1 B) where bf16 keeps it in bf16 (2 B): qkv's input (the norm's
+// output, T h), up_gate's (T h) and down's (the activation's output, T f) each save T x width bytes.
+// The attention output O (T h) is out's input and the fused core's saved output: bf16 counts it once
+// (2 T h); fp8 keeps the core's bf16 O and out's fp8 copy (3 T h), one T h more. Per micro-batch:
+//   no recompute:        fp8 - bf16 = -T h - T h - T f + T h = -T (h + f)
+//   selective recompute: the checkpointed core keeps no O, so O is out's fp8 copy alone:
+//                        fp8 - bf16 = -T h (qkv) - T h (out) - T h (up_gate) - T f (down) = -T (3h + f)
+//   op-level SAC: it keeps matmul and attention outputs, bf16 in both: no change.
+// TE's FP8 DPA (fp8 attention) keeps the core's Q, K, V (3 T h) and O (T h) in fp8: 4 T h fewer than
+// fp8 with the bf16 core; under selective recompute its checkpoint keeps the bf16 Q, K, V as before.
+TEST(LayerCosts, Fp8KeepsTransformerEnginesFp8GemmInputsForBackward) {
+  const compute::ComputeModel cm(catalog_h100());
+  const int64_t T = 2048, h = 1024, f = 4096;
+  const auto model = model::ModelSpec::llama({2, h, 8, 8, f, 32000, T});
+  Plan bf;
+  bf.seq = T;
+  bf.gbs = 4;
+  Plan f8 = bf;
+  f8.precision = hw::DType::kFp8;
+  Plan dpa = f8;
+  dpa.fp8_attention = true;
+  const FixedComm comm(Time::zero());
+  const LayerCost a = model_costs(model, bf, cm, comm).layer[0];
+  const LayerCost b = model_costs(model, f8, cm, comm).layer[0];
+  const LayerCost c = model_costs(model, dpa, cm, comm).layer[0];
+  EXPECT_EQ(b.act_none.count() - a.act_none.count(), -T * (h + f));
+  EXPECT_EQ(b.act_selective.count() - a.act_selective.count(), -T * (3 * h + f));
+  EXPECT_EQ(b.act_op, a.act_op);
+  EXPECT_EQ(c.act_none.count() - b.act_none.count(), -4 * T * h);
+  EXPECT_EQ(c.act_selective, b.act_selective);
+}
+
 // Every collective takes 1 us per byte: far above this layer's GEMMs (microseconds in all).
 class SlowBytesComm final : public CommModel {
  public:

@@ -18,7 +18,7 @@ Bytes scaled(int64_t params, double bytes_per_param) {
 MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryConstants& k) {
   MemoryBreakdown m;
   const double n = d(p.shard_size());
-  const double opt = d(k.master_bytes + k.moment_bytes);
+  const double opt = d(p.master_bytes() + p.moment_bytes());
   switch (p.sharding) {
     case Sharding::kNone:
       m.weights = scaled(params, d(k.weight_bytes));
@@ -114,6 +114,10 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       // being computed, prefetched or kept unsharded are materialized.
       const int64_t gathered = std::min(st.layers, 1 + p.fsdp_prefetch + p.unsharded_layers);
       mb.weights = scaled(max_layer_params * gathered, d(k.weight_bytes));
+      // Without a separate master copy (none, or only its low bits) the shard is the 16-bit weight itself.
+      if (p.master_weights == MasterWeights::kNone || p.master_weights == MasterWeights::kRemainders) {
+        mb.weights += scaled(st.params, d(k.weight_bytes) / d(p.shard_size()));
+      }
       mb.gradients += scaled(max_layer_params, d(p.grad_bytes));  // one layer's unsharded gradient
       // The root unit (embedding, final norm, LM head) is not resharded after forward: held gathered
       // through the step, with the LM head's unsharded gradient from its backward to the end.

@@ -8,7 +8,9 @@
 //     weights    w * Psi                 (w = 2: bf16/fp16 working copy)
 //     gradients  g * Psi                 (g = Plan::grad_bytes: 4 for Megatron's and FSDP's fp32 main
 //                                         gradients, 2 for the ZeRO paper's fp16 gradients)
-//     optimizer  12 * Psi                (fp32 master copy 4 + Adam moments 4 + 4)
+//     optimizer  12 * Psi                (fp32 master copy 4 + Adam moments 4 + 4; Plan::master_weights
+//                                         and Plan::optimizer_dtype change the 4 and the 4 + 4: a 16-bit
+//                                         master or Apex's bf16 remainders 2, none 0; 16-bit moments 2 + 2)
 //     ZeRO-1: optimizer / N_d; ZeRO-2: + gradients / N_d; ZeRO-3: + weights / N_d. With g = 2 this is
 //     the paper's (2 + 2 + 12) Psi, (2 + 2 + 12/N_d) Psi, (2 + (2 + 12)/N_d) Psi, (2 + 2 + 12) Psi/N_d.
 //     ZeRO-3 as FSDP implements it keeps the fp32 master as the sharded parameter (counted under
@@ -62,8 +64,6 @@ namespace orrery::train {
 
 struct MemoryConstants {
   int64_t weight_bytes = 2;     // working copy per parameter
-  int64_t master_bytes = 4;     // fp32 master copy
-  int64_t moment_bytes = 8;     // Adam m and v in fp32
   Bytes nccl_per_group = Bytes::MiB(64);
   Bytes cuda_context = Bytes::MiB(512);
   double allocator_fraction = 0.0;

@@ -36,6 +36,27 @@ TEST(Memory, ZeroModelStatesMatchTheZeroPaper) {
   EXPECT_EQ(model_state_memory(psi, p).optimizer.count(), 0);
 }
 
+// The optimizer's states as Plan::optimizer_dtype and Plan::master_weights set them, sharded over dp 8
+// (ZeRO-1, Megatron's distributed optimizer), Psi = 8e9: fp32 master + fp32 moments 12 Psi / 8 = 12 GB;
+// NeMo's distributed Adam at dtype bf16 (bf16 moments, no master) 4 Psi / 8 = 4 GB; Apex's remainders
+// with fp32 moments 10 Psi / 8 = 10 GB. Weights and gradients do not change.
+TEST(Memory, OptimizerStatesFollowTheirDtypeAndMasterCopy) {
+  const int64_t psi = 8'000'000'000;
+  Plan p;
+  p.dp = 8;
+  p.sharding = Sharding::kZero1;
+  EXPECT_NEAR(model_state_memory(psi, p).optimizer.to_gb(), 12.0, 1e-9);
+  p.optimizer_dtype = hw::DType::kBf16;
+  p.master_weights = MasterWeights::kNone;
+  const MemoryBreakdown m = model_state_memory(psi, p);
+  EXPECT_NEAR(m.optimizer.to_gb(), 4.0, 1e-9);
+  EXPECT_NEAR(m.weights.to_gb(), 16.0, 1e-9);
+  EXPECT_NEAR(m.gradients.to_gb(), 32.0, 1e-9);
+  p.optimizer_dtype = hw::DType::kFp32;
+  p.master_weights = MasterWeights::kRemainders;
+  EXPECT_NEAR(model_state_memory(psi, p).optimizer.to_gb(), 10.0, 1e-9);
+}
+
 TEST(Memory, HsdpShardsOverTheShardGroupOnly) {
   Plan p;
   p.dp = 64;
@@ -203,6 +224,12 @@ TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
   EXPECT_NEAR(m.stages[1].memory.weights.to_double(), 2 * layer * 2 + head * 2, 1.0);
   EXPECT_NEAR(m.stages[0].memory.gradients.to_double(), stage0 * 4 / 8 + layer * 4, 1.0);
   EXPECT_NEAR(m.stages[1].memory.gradients.to_double(), stage1 * 4 / 8 + layer * 4 + head * 2, 1.0);
+  // Without a separate master (none, or Apex's remainders) FSDP's shard is the 16-bit weight itself:
+  // 2 B per local parameter / 8 under weights, beside the gathered layers and the root unit.
+  p.master_weights = MasterWeights::kRemainders;
+  const MemoryReport r = memory_model(model, p, c, gpu);
+  EXPECT_NEAR(r.stages[0].memory.weights.to_double(), 2 * layer * 2 + emb * 2 + stage0 * 2 / 8, 1.0);
+  EXPECT_NEAR(r.stages[0].memory.optimizer.to_double(), stage0 * (2 + 8) / 8, 1.0);
 }
 
 }  // namespace

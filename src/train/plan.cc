@@ -50,8 +50,47 @@ constexpr std::array kMoeDispatchers = {
 constexpr std::array kPrecisions = {std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
                                     std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16},
                                     std::pair<std::string_view, hw::DType>{"fp8", hw::DType::kFp8}};
+constexpr std::array kMasterWeights = {
+    std::pair<std::string_view, MasterWeights>{"fp32", MasterWeights::kFp32},
+    std::pair<std::string_view, MasterWeights>{"fp16", MasterWeights::kFp16},
+    std::pair<std::string_view, MasterWeights>{"remainders", MasterWeights::kRemainders},
+    std::pair<std::string_view, MasterWeights>{"none", MasterWeights::kNone}};
+constexpr std::array kOptimizerDtypes = {std::pair<std::string_view, hw::DType>{"fp32", hw::DType::kFp32},
+                                         std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
+                                         std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16}};
 
 }  // namespace
+
+std::string_view master_weights_name(MasterWeights m) {
+  switch (m) {
+    case MasterWeights::kFp32: return "fp32";
+    case MasterWeights::kFp16: return "fp16";
+    case MasterWeights::kRemainders: return "remainders";
+    case MasterWeights::kNone: return "none";
+  }
+  return "?";
+}
+MasterWeights parse_master_weights(std::string_view name, const Where& where) {
+  return parse_named(name, kMasterWeights, where, "master-weight copy");
+}
+hw::DType parse_optimizer_dtype(std::string_view name, const Where& where) {
+  return parse_named(name, kOptimizerDtypes, where, "optimizer-state dtype");
+}
+
+int64_t Plan::master_bytes() const {
+  switch (master_weights) {
+    case MasterWeights::kFp32: return 4;
+    case MasterWeights::kFp16:
+    case MasterWeights::kRemainders: return 2;
+    case MasterWeights::kNone: break;
+  }
+  return 0;
+}
+int64_t Plan::moment_bytes() const { return 2 * hw::dtype_bytes(optimizer_dtype); }
+int64_t Plan::optimizer_step_bytes() const {
+  const bool separate = master_weights == MasterWeights::kFp32 || master_weights == MasterWeights::kFp16;
+  return 2 * (master_bytes() + moment_bytes()) + grad_bytes + (separate ? 2 : 4);
+}
 
 std::string_view schedule_name(Schedule s) {
   switch (s) {

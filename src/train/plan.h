@@ -71,6 +71,19 @@ GradSync parse_grad_sync(std::string_view name, const Where& where);
 MoeDispatcher parse_moe_dispatcher(std::string_view name, const Where& where);
 hw::DType parse_precision(std::string_view name, const Where& where);  // bf16 | fp16 | fp8
 
+// The optimizer's own copy of the parameters beside the 16-bit weights the model computes with.
+enum class MasterWeights {
+  kFp32,        // fp32 master copy, 4 B (Megatron-Core's default, FSDP's sharded fp32 parameter)
+  kFp16,        // 16-bit master copy, 2 B (Megatron-Core's --main-params-dtype fp16)
+  kRemainders,  // the 16 low bits an fp32 value adds to its bf16 weight, 2 B (Apex DistributedFusedAdam's
+                // store_param_remainders, NeMo's choice for bf16 models with an fp32 optimizer)
+  kNone,        // no copy: the optimizer updates the 16-bit weights (NeMo's distributed Adam when
+                // its optimizer dtype equals the model's)
+};
+std::string_view master_weights_name(MasterWeights m);  // fp32 | fp16 | remainders | none
+MasterWeights parse_master_weights(std::string_view name, const Where& where);
+hw::DType parse_optimizer_dtype(std::string_view name, const Where& where);  // fp32 | bf16 | fp16
+
 struct Plan {
   // ---- degrees
   int64_t dp = 1;
@@ -107,6 +120,10 @@ struct Plan {
   // ---- numerics
   hw::DType precision = hw::DType::kBf16;  // compute and activation dtype (fp8: GEMMs in fp8)
   int64_t grad_bytes = 4;                  // main-gradient bytes per parameter (Megatron/FSDP fp32: 4)
+  // Adam's two moments (exp_avg, exp_avg_sq) in this dtype: fp32, or bf16/fp16 (Megatron-Core's
+  // --exp-avg-dtype/--exp-avg-sq-dtype, Apex DistributedFusedAdam's dtype).
+  hw::DType optimizer_dtype = hw::DType::kFp32;
+  MasterWeights master_weights = MasterWeights::kFp32;
   bool flash_attention = true;             // fused attention (no materialized s x s scores)
   bool fp8_attention = false;  // precision fp8: the attention core in fp8 too (TE's FP8 DPA; default bf16)
   bool eager = false;                      // unfused elementwise kernels (PyTorch eager; model/op_inventory.h)
@@ -148,6 +165,14 @@ struct Plan {
   // The dtype of activations, gradients of activations and every kernel outside fp8's GEMMs: fp8
   // training keeps them in bf16 (Transformer Engine quantizes only a GEMM's operands).
   hw::DType activation_dtype() const { return precision == hw::DType::kFp8 ? hw::DType::kBf16 : precision; }
+  // Optimizer-state bytes per parameter: the master copy (4, 2 or 0) and Adam's two moments.
+  int64_t master_bytes() const;
+  int64_t moment_bytes() const;
+  // Bytes Adam's step moves per local parameter (memory-bound): it reads and writes the master copy
+  // and both moments and reads the main gradient; it writes the 16-bit weight from a separate master
+  // (2 B), or reads and writes it where there is none or the master is only its low bits (4 B).
+  // fp32 master and moments with fp32 gradients: 2 x (4 + 8) + 4 + 2 = 30.
+  int64_t optimizer_step_bytes() const;
 };
 
 // The model layers [first, first + count) of chunk c on pipeline rank s (virtual stage c * pp + s),

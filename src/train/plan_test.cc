@@ -233,6 +233,45 @@ TEST(Plan, ParsersAcceptCsvAliasesAndSuggestNames) {
   EXPECT_THROW(parse_grad_sync("sparsest", w), InputError);
 }
 
+// Optimizer-state bytes per parameter and what Adam's step moves (plan.h). The step reads and writes
+// the master copy and both moments, reads the main gradient, and writes the 16-bit weight from a
+// separate master or reads and writes it in place (no master, or Apex's remainders beside it):
+//   fp32 master, fp32 moments, fp32 gradients: 2 (4 + 8) + 4 + 2 = 30 (the 26 + g of before)
+//   NeMo's distributed Adam at dtype bf16 on a bf16 model (no master, bf16 moments), bf16 gradients:
+//     2 (0 + 4) + 2 + 4 = 14
+//   Apex's remainders with fp32 moments (NeMo's default for bf16 models), bf16 gradients: 2 (2 + 8) + 2 + 4 = 26
+//   Megatron-Core's precision-aware optimizer with fp16 main params and bf16 moments: 2 (2 + 4) + 4 + 2 = 18
+TEST(Plan, OptimizerStatesFollowTheirDtypeAndMasterCopy) {
+  Plan p;
+  EXPECT_EQ(p.master_bytes(), 4);
+  EXPECT_EQ(p.moment_bytes(), 8);
+  EXPECT_EQ(p.optimizer_step_bytes(), 30);
+  p.optimizer_dtype = hw::DType::kBf16;
+  p.master_weights = MasterWeights::kNone;
+  p.grad_bytes = 2;
+  EXPECT_EQ(p.master_bytes() + p.moment_bytes(), 4);
+  EXPECT_EQ(p.optimizer_step_bytes(), 14);
+  p.optimizer_dtype = hw::DType::kFp32;
+  p.master_weights = MasterWeights::kRemainders;
+  EXPECT_EQ(p.master_bytes() + p.moment_bytes(), 10);
+  EXPECT_EQ(p.optimizer_step_bytes(), 26);
+  p.optimizer_dtype = hw::DType::kBf16;
+  p.master_weights = MasterWeights::kFp16;
+  p.grad_bytes = 4;
+  EXPECT_EQ(p.optimizer_step_bytes(), 18);
+  const Where w{"plan.yaml", 3, "master_weights"};
+  EXPECT_EQ(parse_master_weights(" Remainders ", w), MasterWeights::kRemainders);
+  EXPECT_EQ(master_weights_name(parse_master_weights("none", w)), "none");
+  EXPECT_EQ(parse_optimizer_dtype("bf16", w), hw::DType::kBf16);
+  try {
+    parse_optimizer_dtype("fp8", w);
+    ADD_FAILURE() << "fp8 moments accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().key, "master_weights");
+    EXPECT_NE(e.message().find("unknown optimizer-state dtype 'fp8'"), std::string::npos);
+  }
+}
+
 TEST(Plan, GroupStridesFollowTpCpDpPpOrder) {
   Plan p;
   p.tp = 8;

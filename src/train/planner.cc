@@ -102,7 +102,7 @@ Time optimizer_time(const Plan& p, int64_t params, const compute::ComputeModel& 
     return Bytes::from_double(local * (d(p.grad_bytes) + 2.0)) / cm.gpu().pcie.bandwidth_per_direction +
            Time::seconds(local / kCpuAdamParamsPerSecond);
   }
-  return cm.memory_bound(Bytes::from_double(local * (26.0 + d(p.grad_bytes))));
+  return cm.memory_bound(Bytes::from_double(local * d(p.optimizer_step_bytes())));
 }
 
 // The time of one collective of `bytes_per_param` x n bytes, remembering the last n (the layers of a

@@ -35,6 +35,9 @@
 //   first_stage_layers, last_stage_layers: layers on the first / last model chunk (--first-stage-layers,
 //     --last-stage-layers; e.g. 1 and 1 for NeMo's account-for-embedding/loss-in-pipeline-split on
 //     126 layers over pp 8 x vp 8; empty: even).
+//   optimizer_dtype: fp32 | bf16 | fp16, Adam's moments (--optimizer-dtype; empty: fp32).
+//   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32). NeMo's
+//     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +62,7 @@ struct MeasuredRun {
   std::string moe_dispatcher;      // optional column, "" = alltoall
   double moe_ranks_per_token = 0;  // optional column, 0 = not stated
   int64_t first_stage_layers = 0, last_stage_layers = 0;  // optional columns, 0 = even
+  std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   int64_t seq = 0;  // 0: not stated

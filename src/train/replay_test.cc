@@ -264,5 +264,30 @@ TEST(Replay, StageLayerColumnsMapOntoTheirFlags) {
   EXPECT_NE(error_of(h + zero).find("[first_stage_layers]"), std::string::npos);
 }
 
+// optimizer_dtype / master_weights: NeMo's distributed Adam at optim.dtype bf16 on a bf16 model keeps
+// bf16 moments and no master copy (N5 of data/published/nemo_h100_bf16.csv); the columns map onto
+// --optimizer-dtype / --master-weights, an empty cell adds no flag (fp32), and a bad value names its column.
+TEST(Replay, OptimizerStateColumnsMapOntoTheirFlags) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",optimizer_dtype,master_weights\n";
+  const std::string row = "N5,nemo-dgxc-2411,gpt,341,96,18432,96,8,73728,256000,4096,h100-sxm,128,8,8,2,1,1,12,1,32,yes,"
+                          "selective,bf16,distopt,step_time_s,4.61,x,bf16,none\n";
+  const std::string plain = "N4,nemo-dgxc-2411,gpt,15.7,32,6144,48,8,24576,256000,4096,h100-sxm,16,4,1,4,1,1,,4,64,yes,"
+                            "none,bf16,distopt,step_time_s,2.83,x,,\n";
+  const auto runs = read_measured_runs(write("optimizer", h + row + plain));
+  ASSERT_EQ(runs.size(), 2u);
+  auto f = flags(runs[0]);
+  EXPECT_EQ(f["--optimizer-dtype"], "bf16");
+  EXPECT_EQ(f["--master-weights"], "none");
+  f = flags(runs[1]);
+  EXPECT_EQ(f.count("--optimizer-dtype"), 0u);
+  EXPECT_EQ(f.count("--master-weights"), 0u);
+  std::string bad = row;
+  bad.replace(bad.rfind(",bf16,none"), 10, ",fp8,none");
+  EXPECT_NE(error_of(h + bad).find("[optimizer_dtype]"), std::string::npos);
+  bad = row;
+  bad.replace(bad.rfind(",bf16,none"), 10, ",bf16,nothing");
+  EXPECT_NE(error_of(h + bad).find("[master_weights]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace orrery::train

@@ -500,7 +500,7 @@ class Builder {
       t = Bytes::from_double(local * (d(p_.grad_bytes) + 2.0)) / pcie_ + Time::seconds(local / kCpuAdamParamsPerSecond);
       category = TimeCategory::kOffload;
     } else {
-      t = cm_.memory_bound(Bytes::from_double(local * (26.0 + d(p_.grad_bytes))));
+      t = cm_.memory_bound(Bytes::from_double(local * d(p_.optimizer_step_bytes())));
     }
     Parts parts;
     const TaskId opt = add_task(s, st.compute, t, category, parts, false, "compute", [] { return std::string("optimizer"); });

@@ -24,7 +24,8 @@
 //     an all-gather of density x gradient values plus 4-byte indices (sparse) or a balanced point-to-
 //     point exchange of the same volume in 2(n-1)/n rounds (Zen, OSDI 2025: hash-balanced partitions).
 //   Optimizer: Adam reads master, moments and gradient and writes master, moments and the bf16 copy:
-//     (26 + grad_bytes) bytes per local parameter, memory-bound on the GPU. Offloaded: gradients down
+//     Plan::optimizer_step_bytes per local parameter (26 + grad_bytes with an fp32 master and fp32
+//     moments), memory-bound on the GPU. Offloaded: gradients down
 //     and parameters up over PCIe plus the CPU step at kCpuAdamParamsPerSecond (an assumption).
 //   Activation offload: each forward's saved activations are copied to the host over PCIe on a copy
 //     stream and back before the backward; a backward that waits for its copy is an offload stall.

@@ -130,56 +130,71 @@ TEST(TrainValidation, ReplaysEveryRowOfTrainingCsv) {
 }
 
 // A held-out table of step-time rows, replayed: prints each row and where its step goes, returns the
-// median and worst |error| (printed against the issue's targets).
-std::pair<double, double> replay_held_out(const std::string& file, size_t rows_expected, const std::string& label) {
+// median and worst |error| (printed against the issue's targets) and the rows whose predicted peak
+// memory exceeds their GPU's. Every row is a run that completed, so it fit on its GPU: a row predicted
+// not to fit is a memory overestimate (or a setting the source leaves unstated, such as recompute).
+struct HeldOut {
+  double median = 1.0, worst = 1.0;
+  int unfit = 0;
+};
+HeldOut replay_held_out(const std::string& file, size_t rows_expected, const std::string& label) {
   const char* src = std::getenv("ORRERY_SOURCE_DIR");
   const std::string path = std::string(src != nullptr ? src : ".") + "/data/published/" + file;
   const io::Json doc = replay(path);
   EXPECT_TRUE(doc.contains("rows"));
-  if (!doc.contains("rows")) return {1.0, 1.0};
+  if (!doc.contains("rows")) return {};
   const io::Json& rows = doc.at("rows");
   EXPECT_EQ(rows.size(), rows_expected);
   std::vector<double> errors;
   std::vector<std::string> steps;
-  fmt::print("{:<5} {:<22} {:>10} {:>10} {:>8}\n", "id", "metric", "measured", "predicted", "error");
+  int unfit = 0;
+  fmt::print("{:<5} {:<22} {:>10} {:>10} {:>8}  {}\n", "id", "metric", "measured", "predicted", "error", "peak GiB");
   for (const io::Json& r : rows) {
     const double err = r.at("error").get<double>();
+    const bool fits = r.at("fits").get<bool>();
+    unfit += fits ? 0 : 1;
     errors.push_back(std::fabs(err));
     steps.push_back(step_line(r));
-    fmt::print("{:<5} {:<22} {:>10.4g} {:>10.4g} {:>+7.1f}%\n", r.at("id").get<std::string>(),
+    fmt::print("{:<5} {:<22} {:>10.4g} {:>10.4g} {:>+7.1f}%  {:.1f}{}\n", r.at("id").get<std::string>(),
                r.at("metric").get<std::string>(), r.at("measured").get<double>(), r.at("predicted").get<double>(),
-               100.0 * err);
+               100.0 * err, r.at("peak_memory_bytes").get<double>() / 1073741824.0, fits ? "" : " (does not fit)");
   }
   print_steps(steps);
-  if (errors.empty()) return {1.0, 1.0};
+  if (errors.empty()) return {};
   const double med = median(errors), worst = *std::max_element(errors.begin(), errors.end());
-  fmt::print("{} (held out): {} | median |error| {:.1f}% | worst {:.1f}% (issue 6 targets 5% / 12%{})\n", label,
-             errors.size(), 100 * med, 100 * worst, med <= 0.05 && worst <= 0.12 ? ": met" : ", NOT MET");
-  return {med, worst};
+  fmt::print("{} (held out): {} | median |error| {:.1f}% | worst {:.1f}% (issue 6 targets 5% / 12%{}) | "
+             "{} predicted not to fit the GPU they ran on\n",
+             label, errors.size(), 100 * med, 100 * worst, med <= 0.05 && worst <= 0.12 ? ": met" : ", NOT MET", unfit);
+  return {med, worst, unfit};
 }
 
 // Held out: NVIDIA's published NeMo BF16 steps on DGX H100 (data/published/nemo_h100_bf16.csv, cited
 // there), replayed like training.csv. Never used to fit anything. The issue's targets (median 5%, worst
 // 12%) are printed against; the bounds below stop the error from growing past where it stands.
 TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
-  const auto [med, worst] = replay_held_out("nemo_h100_bf16.csv", 6, "NeMo H100 BF16 rows");
-  // Where it stands (2026-11-26, with Transformer Engine's paired TP overlap): median 6.3%, worst 14.4%
-  // (N6), every row fast; docs/training.md, "Held-out check".
+  const auto [med, worst, unfit] = replay_held_out("nemo_h100_bf16.csv", 6, "NeMo H100 BF16 rows");
+  // Where it stands (2026-11-27, with N5 and N6 reducing gradients in bf16 and N5's bf16 optimizer
+  // states as their yamls state): median 6.3%, worst 14.6% (N6), every row fast; docs/training.md,
+  // "Held-out check". All six fit their 80 GB (N5 came out at 94.2 GiB under fp32 optimizer states).
   EXPECT_LE(med, 0.065);
   EXPECT_LE(worst, 0.15);
+  EXPECT_EQ(unfit, 0);
 }
 
 // Held out: the FP8 tables beside those BF16 ones (data/published/nemo_h100_fp8.csv, cited there): the
 // same six runs in fp8, which test what the fp8 path adds (Transformer Engine's modules in fp8, their
 // cast kernels, the attention core and the output layer in bf16, fp8 GEMMs at mamf-finder's fp8 share
 // of the bf16 efficiency, fp8 all-gathers and bf16 reduce-scatters in TE's TP overlap), and the Grok-1
-// shape's FP8 step beside M1 (F7). Where it stands (2026-11-27): median 7.3%, worst 19.9% (F7, whose
-// BF16 row M1 is 12.3% fast; F6 17.5%, its BF16 row 14.4%), every row fast; before that path the six
-// dense rows were median 29%, worst 34%.
+// shape's FP8 step beside M1 (F7). Where it stands (2026-11-27, later): median 8.3%, worst 19.9% (F7, whose
+// BF16 row M1 is 12.3% fast; F6 17.7%, its BF16 row 14.6%), every row fast; before that path the six
+// dense rows were median 29%, worst 34%. The median was 7.3% until F5 and F6 took their yamls' bf16
+// gradient reduction and F5 its bf16 optimizer states (F5 -7.1% -> -8.3%, now the median row): the
+// settings follow the source whichever way the error goes. All seven fit their 80 GB (F5 did not).
 TEST(TrainValidation, ReplaysNemoH100Fp8HeldOut) {
-  const auto [med, worst] = replay_held_out("nemo_h100_fp8.csv", 7, "NeMo H100 FP8 rows");
-  EXPECT_LE(med, 0.075);
+  const auto [med, worst, unfit] = replay_held_out("nemo_h100_fp8.csv", 7, "NeMo H100 FP8 rows");
+  EXPECT_LE(med, 0.085);
   EXPECT_LE(worst, 0.205);
+  EXPECT_EQ(unfit, 0);
 }
 
 // Held out: NeMo on GB200 NVL72 (data/published/nemo_gb200.csv, cited there): Nemotron-4 340B, the
@@ -187,11 +202,14 @@ TEST(TrainValidation, ReplaysNemoH100Fp8HeldOut) {
 // stands (2026-11-27, with the Blackwell GEMM efficiencies from mamf-finder's B200 and GB200 rates):
 // median 24.4%, worst 28.9% (the FP8 Nemotron row), every row fast; on the four rows replayable with the
 // Hopper constants before, 30.2% and 33.5%. Far from the issue's targets: the test keeps the error from
-// growing while Blackwell kernels stay unmeasured.
+// growing while Blackwell kernels stay unmeasured. One row is predicted not to fit its 186 GB: GB5
+// (Llama 3.1 405B in bf16, 176.7 of 173.2 GiB), whose recompute the source does not state (replayed as
+// none); its fp8 twin GB6 fits since TE's saved fp8 GEMM inputs are counted (layer_costs.cc).
 TEST(TrainValidation, ReplaysNemoGb200HeldOut) {
-  const auto [med, worst] = replay_held_out("nemo_gb200.csv", 6, "NeMo GB200 rows");
+  const auto [med, worst, unfit] = replay_held_out("nemo_gb200.csv", 6, "NeMo GB200 rows");
   EXPECT_LE(med, 0.25);
   EXPECT_LE(worst, 0.30);
+  EXPECT_LE(unfit, 1);
 }
 
 // Held out: torchtitan's Llama 3.1 8B FSDP run on 128 H100 (data/published/torchtitan_h100_bf16.csv,
@@ -222,9 +240,10 @@ TEST(TrainValidation, ReplaysTorchtitan128GpuHeldOut) {
 // token to one EP rank). Nothing was fitted to them. Where it stands (2026-11-27): M1 -12.3%, M2 -14.8%,
 // both fast like the dense NeMo rows above; docs/training.md, "Held-out check: MoE on DGX H100".
 TEST(TrainValidation, ReplaysMoeH100HeldOut) {
-  const auto [med, worst] = replay_held_out("moe_h100_bf16.csv", 2, "MoE H100 BF16 rows");
+  const auto [med, worst, unfit] = replay_held_out("moe_h100_bf16.csv", 2, "MoE H100 BF16 rows");
   EXPECT_LE(med, 0.145);
   EXPECT_LE(worst, 0.16);
+  EXPECT_EQ(unfit, 0);
 }
 
 }  // namespace
