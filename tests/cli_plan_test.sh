@@ -166,6 +166,27 @@ assert all(p["plan"]["moe_dispatcher"] in ("alltoall", "deepep") for p in d["top
 expect plan-moe-searched 0 "alltoall or deepep \(searched\) dispatcher" -- "${moe_plan[@]}" --moe-dispatcher alltoall,deepep
 expect plan-moe-deepep-cell 0 " 4 deepep " -- "${moe_plan[@]}" --moe-dispatcher alltoall,deepep
 expect plan-moe-list-bad 2 "--moe-dispatcher: unknown MoE token dispatcher 'deepp'; did you mean 'deepep'" -- "${moe_plan[@]}" --moe-dispatcher alltoall,deepp
+# --precision with a list searches every plan in each precision (SearchSpace::precisions): the JSON names
+# the list and each plan's precision, fp8 attention rides only on the fp8 plans, the table gains a
+# precision column, the top is the faster of the two single-precision searches' tops (checked against
+# them here), and a bad item or a precision the GPU lacks names the flag.
+prec_plan=(plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --top 3 --quiet --max-cp 1 --shardings zero1)
+if python3 - "$bin" "${prec_plan[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+both, bf16, fp8 = run("--precision", "bf16,fp8", "--fp8-attention", "yes"), run("--precision", "bf16"), run("--precision", "fp8", "--fp8-attention", "yes")
+assert both["precisions"] == ["bf16", "fp8"] and both["precision"] == "bf16"
+plans = [p["plan"] for p in both["top"] + both["pareto"]]
+assert all(p["fp8_attention"] == (p["precision"] == "fp8") for p in plans)
+best = max(bf16["top"][0]["tokens_per_s_per_gpu"], fp8["top"][0]["tokens_per_s_per_gpu"])
+assert abs(both["top"][0]["tokens_per_s_per_gpu"] - best) <= 1e-9 * best
+PY
+then pass=$((pass+1)); else echo "FAIL plan-precisions"; fail=$((fail+1)); fi
+expect plan-precision-column 0 "bf16 and fp8 searched" -- "${prec_plan[@]}" --precision bf16,fp8
+expect plan-precision-cell 0 " sp +precision " -- "${prec_plan[@]}" --precision bf16,fp8
+expect plan-precision-bad 2 "--precision: unknown training precision 'fp4'" -- "${prec_plan[@]}" --precision bf16,fp4
+expect plan-precision-no-peak 2 "--precision: GPU 'a100-sxm-80gb' has no dense fp8 peak" -- plan train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --seq 4096 --gbs 16 --precision bf16,fp8
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
 expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
 

@@ -138,16 +138,16 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
 }
 
 // `flow`: the plans were re-ranked on a topology; a last column gives their alpha-beta tokens/s.
-Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, bool flow = false) {
+Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, bool precision, bool flow = false) {
   std::vector<std::string> h = {"#"};
-  for (const std::string& c : plan_header()) h.push_back(c);
+  for (const std::string& c : plan_header(precision)) h.push_back(c);
   for (const char* c : {"step s", "tokens/s/GPU", "TFLOP/s", "MFU", "peak GiB", "reserved GiB"}) h.emplace_back(c);
   if (flow) h.emplace_back("alpha-beta tokens/s/GPU");
   Table t(h, title);
   size_t k = 0;
   for (const tr::Candidate& c : cs) {
     std::vector<std::string> row = {std::to_string(++k)};
-    for (std::string& cell : plan_cells(c.plan)) row.push_back(std::move(cell));
+    for (std::string& cell : plan_cells(c.plan, precision)) row.push_back(std::move(cell));
     row.push_back(fmt::format("{:.4g}", c.step_time.to_seconds()));
     row.push_back(fmt::format("{:.1f}", c.tokens_per_s_per_gpu));
     row.push_back(fmt::format("{:.1f}", c.tflops_per_gpu));
@@ -160,15 +160,15 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
   return t;
 }
 
-Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, const std::string& title) {
+Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, const std::string& title, bool precision) {
   std::vector<std::string> h = {"#"};
-  for (const std::string& c : plan_header()) h.push_back(c);
+  for (const std::string& c : plan_header(precision)) h.push_back(c);
   for (const char* c : {"peak GiB", "over GiB", "reserved GiB", "bound tokens/s/GPU"}) h.emplace_back(c);
   Table t(h, title);
   size_t k = 0;
   for (const tr::Candidate& c : cs) {
     std::vector<std::string> row = {std::to_string(++k)};
-    for (std::string& cell : plan_cells(c.plan)) row.push_back(std::move(cell));
+    for (std::string& cell : plan_cells(c.plan, precision)) row.push_back(std::move(cell));
     row.push_back(gib(c.peak));
     row.push_back(gib(c.peak - budget));
     row.push_back(gib(c.reserved));
@@ -214,7 +214,7 @@ Json over_budget_json(const std::vector<tr::Candidate>& cs, Bytes budget) {
 
 std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
   std::vector<std::string> h = {"index"};
-  for (const std::string& c : plan_header()) h.push_back(c);
+  for (const std::string& c : plan_header(true)) h.push_back(c);
   for (const char* c : {"status", "reason_key", "reason", "peak_memory_bytes", "bound_tokens_per_s_per_gpu",
                         "step_time_s", "tokens_per_s_per_gpu", "mfu"}) {
     h.emplace_back(c);
@@ -222,7 +222,7 @@ std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
   Table t(h);
   for (const tr::Candidate& c : cs) {
     std::vector<std::string> row = {std::to_string(c.index)};
-    for (std::string& cell : plan_cells(c.plan)) row.push_back(std::move(cell));
+    for (std::string& cell : plan_cells(c.plan, true)) row.push_back(std::move(cell));
     const bool valid = c.status != tr::CandidateStatus::kInvalid;
     const bool sim = c.status == tr::CandidateStatus::kSimulated;
     row.emplace_back(tr::candidate_status_name(c.status));
@@ -261,28 +261,31 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.gpus = a.gpus;
   o.seq = seq;
   o.gbs = a.gbs;
-  o.base.precision = tr::parse_precision(a.precision, kCl.with_key("--precision"));
-  if (!gpu.peak(o.base.precision)) {
-    throw InputError(kCl.with_key("--precision"),
-                     fmt::format("GPU '{}' has no dense {} peak", gpu.name, hw::dtype_name(o.base.precision)));
+  // One precision is every plan's; a list is searched (SearchSpace::precisions).
+  const std::vector<hw::DType> precisions = parse_list<hw::DType>(a.precision, "--precision", tr::parse_precision);
+  o.base.precision = precisions.front();
+  for (hw::DType p : precisions) {
+    if (!gpu.peak(p)) {
+      throw InputError(kCl.with_key("--precision"), fmt::format("GPU '{}' has no dense {} peak", gpu.name, hw::dtype_name(p)));
+    }
+    // Upper limits keep the enumeration's divisor loops short (O(sqrt gpus)), byte counts in int64 and
+    // times in core::Time's range.
+    check_training_scale(model, seq, a.gbs, a.gpus, gpu, p);
   }
-  // Upper limits keep the enumeration's divisor loops short (O(sqrt gpus)), byte counts in int64 and times
-  // in core::Time's range.
-  check_training_scale(model, seq, a.gbs, a.gpus, gpu, o.base.precision);
+  const bool any_fp8 = std::find(precisions.begin(), precisions.end(), hw::DType::kFp8) != precisions.end();
   o.base.grad_bytes = a.grad_bytes;
   o.base.optimizer_dtype = tr::parse_optimizer_dtype(a.optimizer_dtype, kCl.with_key("--optimizer-dtype"));
   o.base.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
   o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
   o.base.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
-  if (o.base.fp8_attention && o.base.precision != hw::DType::kFp8) {
-    throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
-  }
+  if (o.base.fp8_attention && !any_fp8) throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
   o.base.eager = parse_fusion(a.kernels.fusion);
   o.base.allocator = parse_allocator(a.kernels.allocator);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
   // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers, parsed by make_space).
   o.space = make_space(a);
+  if (precisions.size() > 1) o.space.precisions = precisions;
   const std::vector<tr::MoeDispatcher>& dispatchers = o.space.moe_dispatchers;
   const bool deepep = std::find(dispatchers.begin(), dispatchers.end(), tr::MoeDispatcher::kDeepEp) != dispatchers.end();
   o.base.moe_dispatcher = dispatchers.front();
@@ -344,6 +347,9 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["seq"] = seq;
     j["gbs"] = a.gbs;
     j["precision"] = hw::dtype_name(o.base.precision);
+    Json searched_precisions = Json::array();
+    for (hw::DType p : precisions) searched_precisions.push_back(hw::dtype_name(p));
+    j["precisions"] = searched_precisions;
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
     j["fp8_attention"] = o.base.fp8_attention;
     j["grad_bytes"] = o.base.grad_bytes;
@@ -378,9 +384,13 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     ctx.out << io::dump_json(j);
     return;
   }
+  const bool several = precisions.size() > 1;
+  std::string precision_list;
+  for (hw::DType p : precisions) precision_list += (precision_list.empty() ? "" : " and ") + std::string(hw::dtype_name(p));
+  if (several) precision_list += " searched";
   ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
                          model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
-                         hw::dtype_name(o.base.precision), gib(r.budget));
+                         precision_list, gib(r.budget));
   ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W, "
                          "{} allocator{}\n",
                          a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts(),
@@ -406,21 +416,23 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     ctx.out << simulated_table(r.top,
                                topology ? fmt::format("top {} plans by tokens/s per GPU on the topology (flow-level)", r.top.size())
                                         : fmt::format("top {} plans by tokens/s per GPU", r.top.size()),
-                               topology.has_value())
+                               several, topology.has_value())
                    .render()
             << "\n";
-    ctx.out << simulated_table(r.pareto, "Pareto front: tokens/s per GPU vs peak memory (more memory, more speed)").render()
+    ctx.out << simulated_table(r.pareto, "Pareto front: tokens/s per GPU vs peak memory (more memory, more speed)", several)
+                   .render()
             << "\n";
   } else {
     ctx.out << "no feasible plan: every plan breaks a constraint or exceeds the memory budget\n\n";
   }
   if (!r.fastest_over_budget.empty()) {
     ctx.out << over_budget_table(r.fastest_over_budget, r.budget,
-                                 "fastest plans over the memory budget (bound: an upper bound on their tokens/s per GPU)")
+                                 "fastest plans over the memory budget (bound: an upper bound on their tokens/s per GPU)", several)
                    .render()
             << "\n";
     if (!feasible) {
-      ctx.out << over_budget_table(r.closest_over_budget, r.budget, "plans closest to the memory budget").render() << "\n";
+      ctx.out << over_budget_table(r.closest_over_budget, r.budget, "plans closest to the memory budget", several).render()
+              << "\n";
     }
   }
   Table why({"reason", "plans", "example"}, "why plans fail");
@@ -448,7 +460,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   add_kernel_options(c, a->kernels);
   add_fabric_options(c, a->fabric);
   c->add_option("--nic-bandwidth", a->nic_bandwidth, "per-GPU network bandwidth when no node matches")->capture_default_str();
-  c->add_option("--precision", a->precision, "bf16 | fp16 | fp8 (fixed for every plan)")->capture_default_str();
+  c->add_option("--precision", a->precision,
+                "bf16 | fp16 | fp8, or a comma-separated list to search (e.g. bf16,fp8: every plan in each)")
+      ->capture_default_str();
   c->add_option("--max-tp", a->max_tp, "largest TP degree (0 = GPUs per node; 8 on a larger NVLink domain such as GB200 NVL72)")->capture_default_str();
   c->add_option("--max-pp", a->max_pp, "largest PP degree (0 = layers)")->capture_default_str();
   c->add_option("--max-cp", a->max_cp, "largest CP degree (powers of two; 1 = no CP, 0 = no limit)")->capture_default_str();

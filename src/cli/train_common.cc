@@ -322,19 +322,23 @@ std::string schedule_label(const train::Plan& p) {
   return std::string(train::schedule_name(p.schedule));
 }
 
-std::vector<std::string> plan_header() {
-  return {"tp", "pp", "cp", "ep", "dp", "vp", "schedule", "mbs", "sharding", "recompute", "sp"};
+std::vector<std::string> plan_header(bool precision) {
+  std::vector<std::string> h = {"tp", "pp", "cp", "ep", "dp", "vp", "schedule", "mbs", "sharding", "recompute", "sp"};
+  if (precision) h.emplace_back("precision");
+  return h;
 }
 
-std::vector<std::string> plan_cells(const train::Plan& p) {
+std::vector<std::string> plan_cells(const train::Plan& p, bool precision) {
   const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
                                            : std::to_string(p.pp);
   // "8 deepep": expert parallelism whose tokens go through DeepEP (the default all-to-all unmarked).
   const std::string ep = p.ep > 1 && p.moe_dispatcher == train::MoeDispatcher::kDeepEp ? fmt::format("{} deepep", p.ep)
                                                                                        : std::to_string(p.ep);
-  return {std::to_string(p.tp),  pp,                   std::to_string(p.cp), ep,
-          std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
-          sharding_label(p),     std::string(train::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
+  std::vector<std::string> cells = {std::to_string(p.tp),  pp,                   std::to_string(p.cp), ep,
+                                    std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
+                                    sharding_label(p),     std::string(train::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
+  if (precision) cells.emplace_back(p.fp8_attention ? "fp8 (+attention)" : hw::dtype_name(p.precision));
+  return cells;
 }
 
 io::Json plan_json(const train::Plan& p) {
@@ -354,6 +358,8 @@ io::Json plan_json(const train::Plan& p) {
                   {"shard_group", p.shard_group},
                   {"unsharded_layers", p.unsharded_layers},
                   {"recompute", train::recompute_name(p.recompute)},
+                  {"precision", hw::dtype_name(p.precision)},
+                  {"fp8_attention", p.fp8_attention},
                   {"moe_dispatcher", train::moe_dispatcher_name(p.moe_dispatcher)}};
 }
 

@@ -103,11 +103,13 @@ std::string fabric_description(const FabricArgs& a, const std::optional<net::Top
 io::Json fabric_json(const FabricArgs& a);
 
 // A plan's table cells and JSON (train, plan train, demo): sharding "hsdp-G" for ZeRO-3 within shard
-// groups of G, schedule "-" without pipeline parallelism.
+// groups of G, schedule "-" without pipeline parallelism; `precision` adds a precision column (plan
+// train searching several).
 std::string sharding_label(const train::Plan& p);
 std::string schedule_label(const train::Plan& p);
-std::vector<std::string> plan_header();  // tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp
-std::vector<std::string> plan_cells(const train::Plan& p);
+// tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp[, precision]
+std::vector<std::string> plan_header(bool precision = false);
+std::vector<std::string> plan_cells(const train::Plan& p, bool precision = false);
 io::Json plan_json(const train::Plan& p);
 // A MoE model's routing under plan p: "top-K of E experts, <dispatcher> dispatcher, <capacity>, load
 // imbalance L"; with `per_plan` also the EP degree and the copies per token the all-to-alls move

@@ -90,6 +90,9 @@ struct SearchSpace {
   // plan's dispatcher only. Plans without expert parallelism keep the base's (nothing is exchanged). A
   // plan with kAllToAll drops the base's moe_ranks_per_token, which only deepep reads.
   std::vector<MoeDispatcher> moe_dispatchers;
+  // Every plan in each precision listed (Plan::precision); empty: the base plan's only. fp8 plans keep
+  // the base's fp8_attention, the others run their attention core in their own precision.
+  std::vector<hw::DType> precisions;
 };
 
 struct PlannerOptions {

@@ -235,6 +235,51 @@ TEST(Planner, SearchesEachListedMoeDispatcherWhereTokensCrossRanks) {
                    std::max(r_a2a.top.front().tokens_per_s_per_gpu, r_deep.top.front().tokens_per_s_per_gpu));
 }
 
+// --precision bf16,fp16 searches every plan in each: the space is the two single-precision spaces side
+// by side (twice the plans, each shape once per precision), and the best plan is the better of the two
+// searches' bests. With fp8 listed and fp8 attention asked for, only the fp8 plans carry it (a bf16
+// plan with it breaks the fp8_attention constraint).
+TEST(Planner, SearchesEachListedPrecision) {
+  Small s;
+  hw::GpuSpec gpu = test_gpu();  // with the A100's fp16 peak (= bf16) and an fp8 one for the last part
+  gpu.peak_flops[static_cast<size_t>(hw::DType::kFp16)] = FlopRate(312e12);
+  gpu.peak_flops[static_cast<size_t>(hw::DType::kFp8)] = FlopRate(624e12);
+  const ClusterSpec cluster = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(50e9));
+  const compute::ComputeModel cm{gpu};
+  PlannerOptions bf = s.options();
+  PlannerOptions fp = bf;
+  fp.base.precision = hw::DType::kFp16;
+  PlannerOptions both = bf;
+  both.space.precisions = {hw::DType::kBf16, hw::DType::kFp16};
+  const std::vector<Plan> one = enumerate_plans(s.model, cluster, bf);
+  const std::vector<Plan> two = enumerate_plans(s.model, cluster, both);
+  ASSERT_FALSE(one.empty());
+  ASSERT_EQ(two.size(), 2 * one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(two[2 * i].precision, hw::DType::kBf16);
+    EXPECT_EQ(two[2 * i + 1].precision, hw::DType::kFp16);
+    EXPECT_EQ(two[2 * i + 1].tp, one[i].tp);
+    EXPECT_EQ(two[2 * i + 1].mbs, one[i].mbs);
+    EXPECT_EQ(two[2 * i + 1].sharding, one[i].sharding);
+  }
+  const PlannerResult r_bf = plan_training(s.model, cluster, cm, bf);
+  const PlannerResult r_fp = plan_training(s.model, cluster, cm, fp);
+  const PlannerResult r_both = plan_training(s.model, cluster, cm, both);
+  ASSERT_FALSE(r_bf.top.empty());
+  ASSERT_FALSE(r_fp.top.empty());
+  ASSERT_FALSE(r_both.top.empty());
+  EXPECT_DOUBLE_EQ(r_both.top.front().tokens_per_s_per_gpu,
+                   std::max(r_bf.top.front().tokens_per_s_per_gpu, r_fp.top.front().tokens_per_s_per_gpu));
+
+  PlannerOptions f8 = bf;
+  f8.base.fp8_attention = true;
+  f8.space.precisions = {hw::DType::kBf16, hw::DType::kFp8};
+  for (const Plan& p : enumerate_plans(s.model, cluster, f8)) {
+    EXPECT_EQ(p.fp8_attention, p.precision == hw::DType::kFp8);
+    for (const ConstraintError& e : validate_plan(s.model, p, f8.gpus, gpu)) EXPECT_NE(e.key, "fp8_attention");
+  }
+}
+
 // Every collective takes `coll`, every pipeline transfer `p2p` (as in simulator_test.cc).
 // `link`: the link kind every group's traffic uses (for the simulator's link sharing); none by default.
 class FixedComm final : public CommModel {
