@@ -388,9 +388,11 @@ then pass=$((pass+1)); else echo "FAIL optimizer states json"; fail=$((fail+1));
 expect optimizer-dtype-bad 2 "--optimizer-dtype: unknown optimizer-state dtype 'fp8'.*fp16" -- "${opt[@]}" --optimizer-dtype fp8
 expect master-weights-bad 2 "--master-weights: unknown master-weight copy 'remainder'.*did you mean 'remainders'" -- "${opt[@]}" --master-weights remainder
 expect plan-master-weights-bad 2 "--master-weights: unknown master-weight copy 'fp64'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --master-weights fp64
-if "$bin" plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --top 1 --optimizer-dtype bf16 --master-weights remainders --json 2>/dev/null |
-  python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["optimizer_dtype"] == "bf16" and j["master_weights"] == "remainders"'
+if "$bin" plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --top 1 --master-weights remainders --json 2>/dev/null |
+  python3 -c 'import json,sys; j=json.load(sys.stdin); assert j["optimizer_dtype"] == "fp32" and j["master_weights"] == "remainders" and j["top"]'
 then pass=$((pass+1)); else echo "FAIL plan optimizer states json"; fail=$((fail+1)); fi
+# Apex's remainders complete bf16 weights to an fp32 optimizer: with bf16 moments they mean nothing.
+expect remainders-bf16-moments 2 "master_weights: remainders complete bf16 weights to an fp32 optimizer \(optimizer dtype bf16, weights bf16\)" -- "${opt[@]}" --optimizer-dtype bf16 --master-weights remainders
 
 # The MoE held-out table (data/published/moe_h100_bf16.csv) names its models: a catalog name and a
 # config.json beside the table; each row's command line reproduces its prediction.

@@ -370,6 +370,12 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   if (p.fp8_attention && p.precision != hw::DType::kFp8) {
     add("fp8_attention", fmt::format("fp8 attention applies to precision fp8 (precision is {})", hw::dtype_name(p.precision)));
   }
+  if (p.master_weights == MasterWeights::kRemainders &&
+      (p.optimizer_dtype != hw::DType::kFp32 || p.activation_dtype() != hw::DType::kBf16)) {
+    // Apex's store_param_remainders: the low 16 bits that make a bf16 weight its fp32 master value.
+    add("master_weights", fmt::format("remainders complete bf16 weights to an fp32 optimizer (optimizer dtype {}, weights {})",
+                                      hw::dtype_name(p.optimizer_dtype), hw::dtype_name(p.activation_dtype())));
+  }
   if (p.bucket_bytes < 1) add("bucket_bytes", fmt::format("bucket size {} must be positive", p.bucket_bytes));
   if (p.fsdp_prefetch < 0) add("fsdp_prefetch", fmt::format("fsdp prefetch {} must be >= 0", p.fsdp_prefetch));
   // Last: a wrong degree usually breaks the product too, and the divisibility message says more.

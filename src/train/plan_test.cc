@@ -117,6 +117,16 @@ TEST(Plan, EveryConstraintHasItsKey) {
     p.tp = 0;
     EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "tp"));
   }
+  {
+    Plan p;
+    p.master_weights = MasterWeights::kRemainders;  // bf16 weights' low bits of an fp32 optimizer
+    EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "master_weights"));
+    p.optimizer_dtype = hw::DType::kBf16;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "master_weights"));
+    p.optimizer_dtype = hw::DType::kFp32;
+    p.precision = hw::DType::kFp16;  // fp16 weights have no bf16 remainder
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "master_weights"));
+  }
 }
 
 // Values past the supported range are reported before anything is multiplied: dp*mbs with mbs = 2^62
