@@ -368,6 +368,25 @@ expect fp8-attention-bf16 2 "fp8_attention: fp8 attention applies to precision f
 expect fp8-attention-bad 2 "--fp8-attention: expected yes or no, found 'maybe'" -- "${fp8[@]}" --fp8-attention maybe
 expect plan-fp8-attention-bf16 2 "--fp8-attention: applies to --precision fp8" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --fp8-attention yes
 
+# fp8 recipes (train/plan.h, Fp8Recipe): current scaling reads every quantized tensor once more for its
+# amax (6 instead of 2-4 bytes per element on Hopper) and all-reduces the amax of SP-gathered tensors,
+# so on the same plan its step is longer than delayed scaling's; the JSON plan records the recipe;
+# MXFP8 needs Blackwell, and a recipe needs --precision fp8.
+if python3 - "$bin" "${fp8[@]}" --tp 2 --sp yes <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+delayed, current = run(), run("--fp8-recipe", "current")
+assert delayed["plan"]["fp8_recipe"] == "delayed" and current["plan"]["fp8_recipe"] == "current"
+assert current["step_time_s"] > delayed["step_time_s"]
+PY
+then pass=$((pass+1)); else echo "FAIL fp8 recipe json"; fail=$((fail+1)); fi
+expect fp8-recipe-mxfp8-hopper 2 "fp8_recipe: MXFP8 needs Blackwell's block-scaled tensor cores \(GPU 'h100-sxm' is hopper\)" -- "${fp8[@]}" --fp8-recipe mxfp8
+expect fp8-recipe-bf16 2 "fp8_recipe: the current fp8 recipe applies to precision fp8 \(precision is bf16\)" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --fp8-recipe current
+expect fp8-recipe-bad 2 "--fp8-recipe: unknown fp8 recipe 'curent'; did you mean 'current'" -- "${fp8[@]}" --fp8-recipe curent
+expect plan-fp8-recipe-bf16 2 "--fp8-recipe: applies to --precision fp8" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 8192 --gbs 16 --fp8-recipe current
+expect fp8-recipe-mxfp8-b200 0 "MFU" -- train --model llama3-8b --gpu b200 --gpus 8 --gbs 16 --seq 8192 --precision fp8 --fp8-recipe mxfp8
+
 # Optimizer states (train/plan.h, MasterWeights): distopt over dp 8 keeps (master + moments) / 8 bytes
 # per parameter; fp32 master and moments are 4 + 8 = 12, bf16 moments with no master (NeMo's distributed
 # Adam at dtype bf16) 0 + 4 = 4, so the optimizer memory is a third of the default's. Both train and

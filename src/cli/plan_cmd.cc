@@ -59,7 +59,7 @@ struct PlanTrainArgs {
   std::string sp = "both";
   std::string unshard = "no";  // --unsharding
   int64_t grad_bytes = 4;
-  std::string optimizer_dtype = "fp32", master_weights = "fp32";
+  std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string tp_overlap = "no";  // --tp-comm-overlap
   std::string fp8_attention = "no";
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
@@ -279,6 +279,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
   o.base.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   if (o.base.fp8_attention && !any_fp8) throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
+  o.base.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
+  if (o.base.fp8_recipe != tr::Fp8Recipe::kDelayed && !any_fp8) {
+    throw InputError(kCl.with_key("--fp8-recipe"), "applies to --precision fp8");
+  }
   o.base.eager = parse_fusion(a.kernels.fusion);
   o.base.allocator = parse_allocator(a.kernels.allocator);
   o.base.capacity_factor = a.capacity_factor;
@@ -352,6 +356,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["precisions"] = searched_precisions;
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
     j["fp8_attention"] = o.base.fp8_attention;
+    j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["grad_bytes"] = o.base.grad_bytes;
     j["optimizer_dtype"] = hw::dtype_name(o.base.optimizer_dtype);
     j["master_weights"] = tr::master_weights_name(o.base.master_weights);
@@ -478,6 +483,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
       ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
+  add_fp8_recipe_flag(*c, a->fp8_recipe);
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")
       ->capture_default_str();

@@ -44,7 +44,7 @@ struct TrainArgs {
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
-  std::string optimizer_dtype = "fp32", master_weights = "fp32";
+  std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
@@ -128,6 +128,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
                                   : tr::parse_schedule(a.schedule, kCl.with_key("--schedule"));
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
   p.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
+  p.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
   p.eager = parse_fusion(a.kernels.fusion);
   p.allocator = parse_allocator(a.kernels.allocator);
   p.grad_bytes = a.grad_bytes;
@@ -402,6 +403,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"optimizer_offload", plan.optimizer_offload},
                  {"flash_attention", plan.flash_attention},
                  {"fp8_attention", plan.fp8_attention},
+                 {"fp8_recipe", tr::fp8_recipe_name(plan.fp8_recipe)},
                  {"grad_bytes", plan.grad_bytes},
                  {"optimizer_dtype", hw::dtype_name(plan.optimizer_dtype)},
                  {"master_weights", tr::master_weights_name(plan.master_weights)},
@@ -596,6 +598,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16, TE's default)")
       ->capture_default_str();
+  add_fp8_recipe_flag(*c, a->fp8_recipe);
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();

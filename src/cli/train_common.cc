@@ -170,6 +170,13 @@ void add_optimizer_state_flags(CLI::App& c, std::string& optimizer_dtype, std::s
       ->capture_default_str();
 }
 
+void add_fp8_recipe_flag(CLI::App& c, std::string& fp8_recipe) {
+  c.add_option("--fp8-recipe", fp8_recipe,
+               "--precision fp8: Transformer Engine's scaling: delayed (amax history) | current (NeMo's FP8-CS: each "
+               "tensor's own amax) | mxfp8 (32-element block scales, Blackwell)")
+      ->capture_default_str();
+}
+
 void add_kernel_options(CLI::App* c, KernelArgs& k) {
   c->add_option("--power-limit", k.power_limit,
                 "GPU power cap, e.g. '500 W' (lowers tensor-core throughput; default: the catalog's limit or TDP)");
@@ -360,6 +367,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"recompute", train::recompute_name(p.recompute)},
                   {"precision", hw::dtype_name(p.precision)},
                   {"fp8_attention", p.fp8_attention},
+                  {"fp8_recipe", train::fp8_recipe_name(p.fp8_recipe)},
                   {"moe_dispatcher", train::moe_dispatcher_name(p.moe_dispatcher)}};
 }
 

@@ -82,28 +82,65 @@ bool te_module_gemm(std::string_view n) {
            n == "moe.shared_gate" || n == "patch_embed" || n == "proj_out" || starts_with(n, "cond."));
 }
 
-// The quantization traffic around one fp8 GEMM of shape g (per micro-batch), memory-bound kernels:
-//   forward: the input X (m x k) as fp8 row-wise for this GEMM and column-wise (transposed) for the
-//     weight gradient. After a norm or an activation inside the module (LayerNormLinear's norm,
-//     LayerNormMLP's activation: attn.qkv, mlp.up(_gate), mlp.down) the producing kernel writes the fp8
-//     rows itself and a transpose reads and writes 1 byte per element (2 B); elsewhere (the attention
-//     output into attn.out, MoE experts and other projections, whose inputs come from unfused ops) TE's
-//     cast-transpose reads 2 and writes 1 + 1 (4 B).
-//   backward: the output gradient dY (m x n) the same way, 4 B per element, except where LayerNormMLP's
-//     activation backward fuses the cast-transpose (mlp.up(_gate)'s dY: 0 extra).
-//   weights: cast and transposed once per step and cached over the micro-batches (TE's
-//     is_first_microbatch): 4 B per parameter per step, 1/microbatches of it here.
+// The quantization traffic around one fp8 GEMM of shape g (per micro-batch), memory-bound kernels, as
+// Transformer Engine runs them (TE docs, "Low precision training": "Performance considerations", "FP8
+// current scaling", "MXFP8"). A GEMM needs its input X (m x k) and, in backward, its output gradient
+// dY (m x n) row-wise for one GEMM and column-wise for the other; on Hopper column-wise is a physical
+// transpose, on Blackwell (more GEMM layouts) the row-wise fp8 tensor serves both. Per element of the
+// tensor (bf16 in, fp8 out):
+//   delayed scaling, not gathered: Hopper cast-transpose 2 + 1 + 1 = 4 B, Blackwell cast 2 + 1 = 3 B;
+//     after a norm or activation inside the module (LayerNormLinear's norm, LayerNormMLP's activation:
+//     attn.qkv, mlp.up(_gate), mlp.down) the producer writes the fp8 rows itself: Hopper's transpose
+//     1 + 1 = 2 B, Blackwell nothing.
+//   current scaling: the tensor is read once more for its amax first (+2 B), and a producer cannot
+//     write fp8 before the amax is known (no fused case): Hopper 6 B, Blackwell 5 B.
+//   MXFP8: row-wise and column-wise copies with their own 32-element scales, one kernel: 2 + 1 + 1 +
+//     2/32 B (a fused producer: the column-wise copy and the scales, 2 + 2/32 B).
+//   Sequence parallelism (tp > 1) all-gathers the column-parallel GEMMs' input (attn.qkv, mlp.up) and
+//     the row-parallel GEMMs' dY (attn.out, mlp.down): they are quantized on each rank's 1/tp of the
+//     rows and gathered in fp8; Hopper cannot gather the transpose, so it transposes the gathered
+//     tensor (2 B per element of the whole) and the local cast writes rows only (delayed 3 B, 0 fused;
+//     current 5 B).
+//   dY: as X, never fused, except mlp.up(_gate)'s under delayed scaling, which LayerNormMLP's activation
+//     backward casts (0 extra).
+//   weights: quantized once per step and cached over the micro-batches (TE's is_first_microbatch): the
+//     not-gathered bytes of the recipe per parameter, 1/microbatches of it here.
 struct Fp8Casts {
   Bytes forward, backward;
 };
-Fp8Casts fp8_casts(std::string_view n, const compute::GemmShape& g, int64_t microbatches) {
+struct Fp8Layout {
+  Fp8Recipe recipe = Fp8Recipe::kDelayed;
+  bool transpose = true;  // Hopper: column-wise is a physical transpose
+  int64_t tp = 1;
+  bool sp = false;
+};
+// Bytes to quantize one tensor of `elems` elements (all ranks' rows when gathered).
+double quantize_bytes(const Fp8Layout& l, double elems, bool fused, bool gathered) {
+  constexpr double kMxScales = 2.0 / 32.0;
+  const double local = gathered ? elems / d(l.tp) : elems;
+  switch (l.recipe) {
+    case Fp8Recipe::kMxfp8: return local * ((fused ? 2.0 : 4.0) + kMxScales);
+    case Fp8Recipe::kCurrent:
+      if (!l.transpose) return 5.0 * local;
+      return gathered ? 5.0 * local + 2.0 * elems : 6.0 * elems;
+    case Fp8Recipe::kDelayed: break;
+  }
+  if (!l.transpose) return fused ? 0.0 : 3.0 * local;
+  if (gathered) return (fused ? 0.0 : 3.0 * local) + 2.0 * elems;
+  return (fused ? 2.0 : 4.0) * elems;
+}
+Fp8Casts fp8_casts(std::string_view n, const compute::GemmShape& g, int64_t microbatches, const Fp8Layout& l) {
   const bool fused_input = n == "attn.qkv" || n == "mlp.up_gate" || n == "mlp.up" || n == "mlp.down";
-  const bool fused_grad = n == "mlp.up_gate" || n == "mlp.up";
+  const bool fused_grad = l.recipe == Fp8Recipe::kDelayed && (n == "mlp.up_gate" || n == "mlp.up");
+  const bool split = l.sp && l.tp > 1;
+  const bool gathered_input = split && (n == "attn.qkv" || n == "mlp.up_gate" || n == "mlp.up");
+  const bool gathered_grad = split && (n == "attn.out" || n == "mlp.down");
   const double count = d(g.count);
   const double in = g.m * d(g.k) * count, out = g.m * d(g.n) * count, w = d(g.k) * d(g.n) * count;
   Fp8Casts q;
-  q.forward = Bytes::from_double((fused_input ? 2.0 : 4.0) * in + 4.0 * w / d(std::max<int64_t>(1, microbatches)));
-  q.backward = Bytes::from_double(fused_grad ? 0.0 : 4.0 * out);
+  q.forward = Bytes::from_double(quantize_bytes(l, in, fused_input, gathered_input) +
+                                 quantize_bytes(l, w, false, false) / d(std::max<int64_t>(1, microbatches)));
+  q.backward = Bytes::from_double(fused_grad ? 0.0 : quantize_bytes(l, out, false, gathered_grad));
   return q;
 }
 
@@ -140,7 +177,8 @@ std::vector<double> matmul_widths(const model::ModelSpec& m, const model::Op& op
 // FP8 DPA), except with selective recompute, whose checkpointed core keeps nothing.
 void add_fp8_saved_input(const Ctx& x, std::string_view name, Bytes saved, LayerCost& c) {
   const double elems = saved.to_double() / d(hw::dtype_bytes(x.p.activation_dtype()));
-  c.act_none += Bytes::from_double(elems);
+  // MXFP8 keeps one 1-byte scale per 32 elements beside the column-wise copy.
+  c.act_none += Bytes::from_double(elems * (x.p.fp8_recipe == Fp8Recipe::kMxfp8 ? 1.0 + 1.0 / 32.0 : 1.0));
   if ((name == "attn.out" || name == "xattn.out") && x.p.flash_attention) {
     const hw::DType core = x.p.fp8_attention ? hw::DType::kFp8 : x.p.activation_dtype();
     const Bytes held = Bytes::from_double(elems * d(hw::dtype_bytes(core)));
@@ -184,10 +222,20 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     c.bwd_weight += wgrad;
     c.recompute_full += f;
     if (fp8) {
-      const Fp8Casts q = fp8_casts(op.name, g, x.p.microbatches());
-      const Time qf = x.cm.memory_bound(q.forward);
+      const Fp8Layout layout{x.p.fp8_recipe, x.cm.gpu().architecture != "blackwell", tp, x.p.sp};
+      const Fp8Casts q = fp8_casts(op.name, g, x.p.microbatches(), layout);
+      Time qf = x.cm.memory_bound(q.forward);
+      Time qb = q.backward > Bytes(0) ? x.cm.memory_bound(q.backward) : Time::zero();
+      if (x.p.fp8_recipe == Fp8Recipe::kCurrent && x.p.sp && tp > 1) {
+        // Current scaling synchronizes the amax of each tensor that sequence parallelism gathers over the
+        // TP ranks before quantizing it (TE docs, "FP8 current scaling", distributed training): one
+        // 4-byte all-reduce per column-parallel input forward and per row-parallel dY backward.
+        const Time amax = x.comm.collective(coll::Op::kAllReduce, Bytes(4), Group::kTp);
+        if (op.name == "attn.qkv" || op.name == "mlp.up_gate" || op.name == "mlp.up") qf += amax;
+        if (op.name == "attn.out" || op.name == "mlp.down") qb += amax;
+      }
       c.fwd += qf;
-      if (q.backward > Bytes(0)) c.bwd_input += x.cm.memory_bound(q.backward);
+      c.bwd_input += qb;
       c.recompute_full += qf;
     }
     const bool te_column = op.name == "attn.qkv" || op.name == "mlp.up_gate" || op.name == "mlp.up";

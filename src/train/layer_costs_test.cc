@@ -188,6 +188,86 @@ TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
   EXPECT_NEAR(c.layer[0].fwd.to_seconds() - lb.fwd.to_seconds(), dcore, tol);
 }
 
+// The fp8 recipes' quantization kernels (layer_costs.cc, quantize_bytes), on the Llama layer above (tp 1,
+// T = 2048, h = 1024, f = 4096 gated, m = 4 micro-batches), per GEMM: input X (qkv T h after the norm,
+// out T h from the attention, up_gate T h after the norm, down T f after the activation), output
+// gradient dY (T 3h, T h, T 2f, T h) and weights W (h 3h, h h, h 2f, f h) over the m micro-batches. Bytes
+// per element:
+//   Hopper, delayed:  X 2 fused (qkv, up_gate, down) / 4 (out); dY 4, up_gate's 0; W 4
+//   Hopper, current:  every X, dY and W 6 (an amax read of 2 before the 4 of cast-transpose)
+//   B200, delayed:    X 0 fused / 3; dY 3, up_gate's 0; W 3 (no transpose on Blackwell)
+//   B200, MXFP8:      X 2 + 1/16 fused / 4 + 1/16; dY and W 4 + 1/16 (row- and column-wise copies with
+//                     a 1-byte scale per 32 elements each)
+// The layer's forward and input-gradient times differ from bf16's by the GEMMs (fp8 against bf16, as
+// Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts composes them) plus these kernels, each one
+// memory-bound kernel per GEMM and pass. With sequence parallelism (tp 2) current scaling adds one amax
+// all-reduce per gathered tensor: qkv's and up_gate's X forward, out's and down's dY backward.
+TEST(LayerCosts, Fp8RecipesQuantizeAsTransformerEngineDoes) {
+  static const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  const int64_t T = 2048, h = 1024, f = 4096, m = 4;
+  const auto model = model::ModelSpec::llama({2, h, 8, 8, f, 32000, T});
+  const double t = static_cast<double>(T);
+  struct G {
+    double m;
+    int64_t n, k;
+    bool fused_x, fused_dy;
+  };
+  const G gemms[] = {{t, 3 * h, h, true, false}, {t, h, h, false, false}, {t, 2 * f, h, true, true}, {t, h, f, true, false}};
+  struct Rate {
+    double x_fused, x, dy, dy_fused, w;
+  };
+  auto check = [&](const hw::GpuSpec& gpu, Fp8Recipe recipe, Rate r) {
+    const compute::ComputeModel cm(gpu);
+    Plan bf;
+    bf.seq = T;
+    bf.gbs = m;
+    Plan f8 = bf;
+    f8.precision = hw::DType::kFp8;
+    f8.fp8_recipe = recipe;
+    const FixedComm comm(Time::zero());
+    const LayerCost a = model_costs(model, bf, cm, comm).layer[0];
+    const LayerCost b = model_costs(model, f8, cm, comm).layer[0];
+    double dfwd = 0.0, dbwd = 0.0;
+    for (const G& g : gemms) {
+      auto both = [&](compute::GemmShape sh) {
+        return cm.gemm(sh, hw::DType::kFp8).to_seconds() - cm.gemm(sh, hw::DType::kBf16).to_seconds();
+      };
+      const double x = g.m * static_cast<double>(g.k), dy = g.m * static_cast<double>(g.n);
+      const double w = static_cast<double>(g.k * g.n);
+      const double fwd_bytes = (g.fused_x ? r.x_fused : r.x) * x + r.w * w / m;
+      const double bwd_bytes = (g.fused_dy ? r.dy_fused : r.dy) * dy;
+      dfwd += both({g.m, g.n, g.k, 1}) + cm.memory_bound(Bytes::from_double(fwd_bytes)).to_seconds();
+      dbwd += both({g.m, g.k, g.n, 1}) + (bwd_bytes > 0.0 ? cm.memory_bound(Bytes::from_double(bwd_bytes)).to_seconds() : 0.0);
+    }
+    EXPECT_NEAR(b.fwd.to_seconds() - a.fwd.to_seconds(), dfwd, 1e-11) << gpu.name << " " << fp8_recipe_name(recipe);
+    EXPECT_NEAR(b.bwd_input.to_seconds() - a.bwd_input.to_seconds(), dbwd, 1e-11) << gpu.name << " " << fp8_recipe_name(recipe);
+  };
+  const hw::GpuSpec& h100 = catalog_h100();
+  const hw::GpuSpec& b200 = catalog.hw.get_gpu("b200", {});
+  const double mx = 1.0 / 16.0;
+  check(h100, Fp8Recipe::kDelayed, {2.0, 4.0, 4.0, 0.0, 4.0});
+  check(h100, Fp8Recipe::kCurrent, {6.0, 6.0, 6.0, 6.0, 6.0});
+  check(b200, Fp8Recipe::kDelayed, {0.0, 3.0, 3.0, 0.0, 3.0});
+  check(b200, Fp8Recipe::kMxfp8, {2.0 + mx, 4.0 + mx, 4.0 + mx, 4.0 + mx, 4.0 + mx});
+
+  // Current scaling's amax all-reduces under SP: with every collective at c, one c per gathered tensor.
+  const compute::ComputeModel cm(h100);
+  Plan sp;
+  sp.tp = 2;
+  sp.sp = true;
+  sp.seq = T;
+  sp.gbs = m;
+  sp.precision = hw::DType::kFp8;
+  sp.fp8_recipe = Fp8Recipe::kCurrent;
+  const Time c = Time::us(7);
+  const LayerCost quiet = model_costs(model, sp, cm, FixedComm(Time::zero())).layer[0];
+  const LayerCost slow = model_costs(model, sp, cm, FixedComm(c)).layer[0];
+  EXPECT_EQ((slow.fwd - quiet.fwd).picoseconds(), (c * 2).picoseconds());
+  EXPECT_EQ((slow.bwd_input - quiet.bwd_input).picoseconds(), (c * 2).picoseconds());
+  sp.fp8_recipe = Fp8Recipe::kDelayed;  // no amax exchange: the history gives the scale
+  EXPECT_EQ(model_costs(model, sp, cm, FixedComm(c)).layer[0].fwd, model_costs(model, sp, cm, FixedComm(Time::zero())).layer[0].fwd);
+}
+
 // The activations fp8 keeps for backward (layer_costs.cc, add_fp8_saved_input), on the Llama layer
 // above (tp 1, T = 2048 tokens, h = 1024 = 8 heads of 128 with 8 kv heads, f = 4096 gated). A TE
 // module keeps its GEMM input in fp8 (1 B) where bf16 keeps it in bf16 (2 B): qkv's input (the norm's

@@ -55,6 +55,9 @@ constexpr std::array kMasterWeights = {
     std::pair<std::string_view, MasterWeights>{"fp16", MasterWeights::kFp16},
     std::pair<std::string_view, MasterWeights>{"remainders", MasterWeights::kRemainders},
     std::pair<std::string_view, MasterWeights>{"none", MasterWeights::kNone}};
+constexpr std::array kFp8Recipes = {std::pair<std::string_view, Fp8Recipe>{"delayed", Fp8Recipe::kDelayed},
+                                    std::pair<std::string_view, Fp8Recipe>{"current", Fp8Recipe::kCurrent},
+                                    std::pair<std::string_view, Fp8Recipe>{"mxfp8", Fp8Recipe::kMxfp8}};
 constexpr std::array kOptimizerDtypes = {std::pair<std::string_view, hw::DType>{"fp32", hw::DType::kFp32},
                                          std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
                                          std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16}};
@@ -69,6 +72,17 @@ std::string_view master_weights_name(MasterWeights m) {
     case MasterWeights::kNone: return "none";
   }
   return "?";
+}
+std::string_view fp8_recipe_name(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::kDelayed: return "delayed";
+    case Fp8Recipe::kCurrent: return "current";
+    case Fp8Recipe::kMxfp8: return "mxfp8";
+  }
+  return "?";
+}
+Fp8Recipe parse_fp8_recipe(std::string_view name, const Where& where) {
+  return parse_named(name, kFp8Recipes, where, "fp8 recipe");
 }
 MasterWeights parse_master_weights(std::string_view name, const Where& where) {
   return parse_named(name, kMasterWeights, where, "master-weight copy");
@@ -369,6 +383,14 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   }
   if (p.fp8_attention && p.precision != hw::DType::kFp8) {
     add("fp8_attention", fmt::format("fp8 attention applies to precision fp8 (precision is {})", hw::dtype_name(p.precision)));
+  }
+  if (p.fp8_recipe != Fp8Recipe::kDelayed && p.precision != hw::DType::kFp8) {
+    add("fp8_recipe", fmt::format("the {} fp8 recipe applies to precision fp8 (precision is {})", fp8_recipe_name(p.fp8_recipe),
+                                  hw::dtype_name(p.precision)));
+  }
+  if (p.fp8_recipe == Fp8Recipe::kMxfp8 && gpu.architecture != "blackwell") {
+    add("fp8_recipe", fmt::format("MXFP8 needs Blackwell's block-scaled tensor cores (GPU '{}' is {})", gpu.name,
+                                  gpu.architecture.empty() ? std::string("of unknown architecture") : gpu.architecture));
   }
   if (p.master_weights == MasterWeights::kRemainders &&
       (p.optimizer_dtype != hw::DType::kFp32 || p.activation_dtype() != hw::DType::kBf16)) {

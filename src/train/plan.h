@@ -57,6 +57,14 @@ enum class GradSync { kDense, kSparseAllGather, kZen };
 // them there before the return trip (deepseek-ai/DeepEP README).
 enum class MoeDispatcher { kAllToAll, kDeepEp };
 
+// How Transformer Engine scales fp8 tensors (precision fp8). kDelayed: one scale per tensor from the
+// amax history of earlier steps (TE's DelayedScaling, the default of Megatron-Core and NeMo until
+// 2025); kCurrent: one scale per tensor from its own amax, read before the cast, and synchronized over
+// the TP ranks for tensors that sequence parallelism all-gathers (Float8CurrentScaling, NeMo's "FP8-CS");
+// kMxfp8: a power-of-two scale per 32 elements along rows and along columns (MXFP8BlockScaling,
+// Blackwell only).
+enum class Fp8Recipe { kDelayed, kCurrent, kMxfp8 };
+
 std::string_view schedule_name(Schedule s);
 std::string_view sharding_name(Sharding s);
 std::string_view recompute_name(Recompute r);
@@ -81,6 +89,8 @@ enum class MasterWeights {
                 // its optimizer dtype equals the model's)
 };
 std::string_view master_weights_name(MasterWeights m);  // fp32 | fp16 | remainders | none
+std::string_view fp8_recipe_name(Fp8Recipe r);          // delayed | current | mxfp8
+Fp8Recipe parse_fp8_recipe(std::string_view name, const Where& where);
 MasterWeights parse_master_weights(std::string_view name, const Where& where);
 hw::DType parse_optimizer_dtype(std::string_view name, const Where& where);  // fp32 | bf16 | fp16
 
@@ -126,6 +136,7 @@ struct Plan {
   MasterWeights master_weights = MasterWeights::kFp32;
   bool flash_attention = true;             // fused attention (no materialized s x s scores)
   bool fp8_attention = false;  // precision fp8: the attention core in fp8 too (TE's FP8 DPA; default bf16)
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // precision fp8: how TE scales its fp8 tensors
   bool eager = false;                      // unfused elementwise kernels (PyTorch eager; model/op_inventory.h)
   // PyTorch's caching allocator (train/caching_allocator.h): none counts the tensors alone.
   AllocatorMode allocator = AllocatorMode::kNone;

@@ -1,5 +1,6 @@
 #include "train/plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -126,6 +127,14 @@ TEST(Plan, EveryConstraintHasItsKey) {
     p.optimizer_dtype = hw::DType::kFp32;
     p.precision = hw::DType::kFp16;  // fp16 weights have no bf16 remainder
     EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "master_weights"));
+  }
+  {
+    Plan p;
+    p.fp8_recipe = Fp8Recipe::kCurrent;  // an fp8 recipe on a bf16 plan
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "fp8_recipe"));
+    p.fp8_recipe = Fp8Recipe::kMxfp8;  // and MXFP8 on the Ampere-like test GPU
+    const std::vector<ConstraintError> e = validate_plan(m, p, 1, gpu);
+    EXPECT_EQ(std::count_if(e.begin(), e.end(), [](const ConstraintError& x) { return x.key == "fp8_recipe"; }), 2);
   }
 }
 

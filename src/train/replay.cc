@@ -45,7 +45,7 @@ const std::vector<std::string>& measured_run_columns() {
 const std::vector<std::string>& measured_run_optional_columns() {
   static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
                                              "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers",
-                                             "optimizer_dtype", "master_weights"};
+                                             "optimizer_dtype", "master_weights", "fp8_recipe"};
   return v;
 }
 
@@ -63,6 +63,7 @@ const std::vector<MeasuredGpu>& measured_gpus() {
       {"h100-sxm-96g-500w", "h100-sxm-96gb", 400},  // Grand Teton: 400 Gb/s RDMA per GPU; 500 W in the catalog
       {"h800", "h800", 400},                        // assumption: 400 Gb/s per GPU (the PR does not say)
       {"gb200", "gb200", 400},                      // GB200 NVL72 tray: 4 x ConnectX-7 400 Gb/s, one per GPU
+      {"b200", "b200", 400},                        // DGX B200: 8 x ConnectX-7 400 Gb/s, one per GPU
   };
   return v;
 }
@@ -219,6 +220,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!r.attention_kernel.empty()) compute::parse_attention_kernel(r.attention_kernel, at.with_key("attention_kernel"));
     r.optimizer_dtype = optional("optimizer_dtype");
     if (!r.optimizer_dtype.empty()) parse_optimizer_dtype(r.optimizer_dtype, at.with_key("optimizer_dtype"));
+    r.fp8_recipe = optional("fp8_recipe");
+    if (!r.fp8_recipe.empty()) parse_fp8_recipe(r.fp8_recipe, at.with_key("fp8_recipe"));
     r.master_weights = optional("master_weights");
     if (!r.master_weights.empty()) parse_master_weights(r.master_weights, at.with_key("master_weights"));
     r.moe_dispatcher = optional("moe_dispatcher");
@@ -286,8 +289,10 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   const int64_t vp = r.vp > 0 ? r.vp : 1;
   const bool old_megatron = r.source == "megatron-sc21-t1" || r.source == "korthikanti-t5";
   const bool torchtitan = r.source == "torchtitan-2412";
-  // Megatron-Core's README states TP overlap; NeMo's published configurations set ub_tp_comm_overlap.
-  const bool tp_overlap = r.source == "megatron-core-r0.8" || r.source.rfind("nemo-dgxc", 0) == 0;
+  // Megatron-Core's README states TP overlap; NeMo's published configurations set ub_tp_comm_overlap, and
+  // Megatron-Bridge's performance recipes tp_comm_overlap.
+  const bool tp_overlap = r.source == "megatron-core-r0.8" || r.source.rfind("nemo-dgxc", 0) == 0 ||
+                          r.source.rfind("mbridge", 0) == 0;
   std::string recompute = r.recompute.empty() ? "none" : r.recompute;
   // torchtitan's "selective" is its op-level policy (selective_ac_option = 'op' in its Llama 3 configs).
   if (torchtitan && recompute == "selective") recompute = "selective-op";
@@ -340,6 +345,7 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (r.last_stage_layers > 0) f.emplace_back("--last-stage-layers", fmt_count(r.last_stage_layers));
   if (!r.optimizer_dtype.empty()) f.emplace_back("--optimizer-dtype", r.optimizer_dtype);
   if (!r.master_weights.empty()) f.emplace_back("--master-weights", r.master_weights);
+  if (!r.fp8_recipe.empty()) f.emplace_back("--fp8-recipe", r.fp8_recipe);
   return f;
 }
 

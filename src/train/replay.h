@@ -11,7 +11,8 @@
 // Software stack per source (the sources' own descriptions; docs/training.md, "Validation"):
 //   megatron-sc21-t1, korthikanti-t5 (2021-22): no fused attention (they predate FlashAttention).
 //   megatron-core-r0.8: TP communication overlap (the source states DP/TP/PP overlap); nemo-dgxc-*
-//   (data/published/nemo_h100_bf16.csv) too (NeMo's published configurations set ub_tp_comm_overlap).
+//   (data/published/nemo_h100_bf16.csv) too (NeMo's published configurations set ub_tp_comm_overlap), and
+//   mbridge-* (data/published/mbridge_fp8.csv: Megatron-Bridge's performance recipes set tp_comm_overlap).
 //   torchtitan-2412: attention through PyTorch SDPA's FlashAttention-2 (--attention-kernel fa2), and
 //   "selective" recompute is torchtitan's op-level policy (selective-op); its launcher
 //   (run_llama_train.sh, later run_train.sh) sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -36,6 +37,7 @@
 //     --last-stage-layers; e.g. 1 and 1 for NeMo's account-for-embedding/loss-in-pipeline-split on
 //     126 layers over pp 8 x vp 8; empty: even).
 //   optimizer_dtype: fp32 | bf16 | fp16, Adam's moments (--optimizer-dtype; empty: fp32).
+//   fp8_recipe: delayed | current | mxfp8 (--fp8-recipe; empty: delayed), for precision fp8 rows.
 //   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32). NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once
@@ -63,6 +65,7 @@ struct MeasuredRun {
   double moe_ranks_per_token = 0;  // optional column, 0 = not stated
   int64_t first_stage_layers = 0, last_stage_layers = 0;  // optional columns, 0 = even
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
+  std::string fp8_recipe;                       // optional column, "" = delayed
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   int64_t seq = 0;  // 0: not stated

@@ -289,5 +289,19 @@ TEST(Replay, OptimizerStateColumnsMapOntoTheirFlags) {
   EXPECT_NE(error_of(h + bad).find("[master_weights]"), std::string::npos);
 }
 
+// fp8_recipe: NeMo's FP8-CS rows scale by each tensor's own amax (current); the column maps onto
+// --fp8-recipe and a bad name names the column.
+TEST(Replay, Fp8RecipeColumnMapsOntoItsFlag) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",fp8_recipe\n";
+  const std::string row = "B2,mbridge-2511,llama,70.6,80,8192,64,8,28672,128256,8192,h100-sxm,64,4,8,2,1,1,5,1,128,yes,,fp8,"
+                          "distopt,tokens_per_s_per_gpu,1602,x,current\n";
+  const auto runs = read_measured_runs(write("fp8_recipe", h + row));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(flags(runs[0])["--fp8-recipe"], "current");
+  std::string bad = row;
+  bad.replace(bad.rfind(",current"), 8, ",currant");
+  EXPECT_NE(error_of(h + bad).find("[fp8_recipe]"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace orrery::train
