@@ -83,28 +83,28 @@ bool te_module_gemm(std::string_view n) {
 }
 
 // The quantization traffic around one fp8 GEMM of shape g (per micro-batch), memory-bound kernels, as
-// Transformer Engine runs them (TE docs, "Low precision training": "Performance considerations", "FP8
-// current scaling", "MXFP8"). A GEMM needs its input X (m x k) and, in backward, its output gradient
-// dY (m x n) row-wise for one GEMM and column-wise for the other; on Hopper column-wise is a physical
-// transpose, on Blackwell (more GEMM layouts) the row-wise fp8 tensor serves both. Per element of the
-// tensor (bf16 in, fp8 out):
-//   delayed scaling, not gathered: Hopper cast-transpose 2 + 1 + 1 = 4 B, Blackwell cast 2 + 1 = 3 B;
-//     after a norm or activation inside the module (LayerNormLinear's norm, LayerNormMLP's activation:
-//     attn.qkv, mlp.up(_gate), mlp.down) the producer writes the fp8 rows itself: Hopper's transpose
-//     1 + 1 = 2 B, Blackwell nothing.
-//   current scaling: the tensor is read once more for its amax first (+2 B), and a producer cannot
-//     write fp8 before the amax is known (no fused case): Hopper 6 B, Blackwell 5 B.
-//   MXFP8: row-wise and column-wise copies with their own 32-element scales, one kernel: 2 + 1 + 1 +
-//     2/32 B (a fused producer: the column-wise copy and the scales, 2 + 2/32 B).
+// Transformer Engine runs them under Megatron-Core's TE layer spec (TE docs, "Low precision training":
+// "Performance considerations", "FP8 current scaling", "MXFP8"; TE 2.x normalization.cpp, quantizer.cpp,
+// linear.py, layernorm_linear.py). A GEMM needs its input X (m x k) and, in backward, its output
+// gradient dY (m x n) row-wise for one GEMM and column-wise for the other; on Hopper column-wise is a
+// physical transpose, on Blackwell (non-TN fp8 GEMMs) the row-wise fp8 tensor serves both. Only the
+// inputs of attn.qkv and mlp.up(_gate) come from a fusing producer, TELayerNormColumnParallelLinear's
+// norm; mlp.down's input is Megatron's own bias-SwiGLU/GeLU output and every dY arrives in bf16, so TE
+// quantizes them unfused. Per element of the tensor (bf16 in, fp8 out):
+//   delayed scaling: Hopper cast-transpose 2 + 1 + 1 = 4 B, Blackwell cast 2 + 1 = 3 B; after the
+//     fused norm the norm writes the fp8 rows itself: Hopper's transpose 1 + 1 = 2 B, Blackwell nothing.
+//   current scaling: the tensor is read once more for its amax (+2 B: Hopper 6 B, Blackwell 5 B); after
+//     the fused norm, which computes the amax beside its bf16 output (TE's FUSED_NORM_AMAX_FP8), only
+//     the cast: Hopper 4 B, Blackwell 3 B.
+//   MXFP8: row-wise and column-wise copies with their own 32-element E8M0 scales, one kernel: 2 + 1 + 1
+//     + 2/32 B, the norm included (TE fuses it with MXFP8 only on request, NVTE_NORM_FWD_USE_CUDNN).
 //   Sequence parallelism (tp > 1) all-gathers the column-parallel GEMMs' input (attn.qkv, mlp.up) and
 //     the row-parallel GEMMs' dY (attn.out, mlp.down): they are quantized on each rank's 1/tp of the
-//     rows and gathered in fp8; Hopper cannot gather the transpose, so it transposes the gathered
-//     tensor (2 B per element of the whole) and the local cast writes rows only (delayed 3 B, 0 fused;
-//     current 5 B).
-//   dY: as X, never fused, except mlp.up(_gate)'s under delayed scaling, which LayerNormMLP's activation
-//     backward casts (0 extra).
+//     rows and gathered row-wise in fp8; Hopper cannot gather the transpose, so it transposes the
+//     gathered tensor (2 B per element of the whole) and the local cast writes rows only (delayed 3 B,
+//     0 fused; current 5 B, 3 fused).
 //   weights: quantized once per step and cached over the micro-batches (TE's is_first_microbatch): the
-//     not-gathered bytes of the recipe per parameter, 1/microbatches of it here.
+//     unfused bytes of the recipe per parameter, 1/microbatches of it here.
 struct Fp8Casts {
   Bytes forward, backward;
 };
@@ -119,10 +119,12 @@ double quantize_bytes(const Fp8Layout& l, double elems, bool fused, bool gathere
   constexpr double kMxScales = 2.0 / 32.0;
   const double local = gathered ? elems / d(l.tp) : elems;
   switch (l.recipe) {
-    case Fp8Recipe::kMxfp8: return local * ((fused ? 2.0 : 4.0) + kMxScales);
-    case Fp8Recipe::kCurrent:
-      if (!l.transpose) return 5.0 * local;
-      return gathered ? 5.0 * local + 2.0 * elems : 6.0 * elems;
+    case Fp8Recipe::kMxfp8: return local * (4.0 + kMxScales);
+    case Fp8Recipe::kCurrent: {
+      const double cast = fused ? 3.0 : 5.0;  // (amax read 2 unless the norm fused it) + read 2 + write 1
+      if (!l.transpose) return cast * local;
+      return gathered ? cast * local + 2.0 * elems : (cast + 1.0) * elems;
+    }
     case Fp8Recipe::kDelayed: break;
   }
   if (!l.transpose) return fused ? 0.0 : 3.0 * local;
@@ -130,8 +132,7 @@ double quantize_bytes(const Fp8Layout& l, double elems, bool fused, bool gathere
   return (fused ? 2.0 : 4.0) * elems;
 }
 Fp8Casts fp8_casts(std::string_view n, const compute::GemmShape& g, int64_t microbatches, const Fp8Layout& l) {
-  const bool fused_input = n == "attn.qkv" || n == "mlp.up_gate" || n == "mlp.up" || n == "mlp.down";
-  const bool fused_grad = l.recipe == Fp8Recipe::kDelayed && (n == "mlp.up_gate" || n == "mlp.up");
+  const bool fused_input = n == "attn.qkv" || n == "mlp.up_gate" || n == "mlp.up";
   const bool split = l.sp && l.tp > 1;
   const bool gathered_input = split && (n == "attn.qkv" || n == "mlp.up_gate" || n == "mlp.up");
   const bool gathered_grad = split && (n == "attn.out" || n == "mlp.down");
@@ -140,7 +141,7 @@ Fp8Casts fp8_casts(std::string_view n, const compute::GemmShape& g, int64_t micr
   Fp8Casts q;
   q.forward = Bytes::from_double(quantize_bytes(l, in, fused_input, gathered_input) +
                                  quantize_bytes(l, w, false, false) / d(std::max<int64_t>(1, microbatches)));
-  q.backward = Bytes::from_double(fused_grad ? 0.0 : quantize_bytes(l, out, false, gathered_grad));
+  q.backward = Bytes::from_double(quantize_bytes(l, out, false, gathered_grad));
   return q;
 }
 

@@ -122,12 +122,11 @@ const hw::GpuSpec& catalog_h100() {
 // m = 4 micro-batches, the fp8 layer differs from the bf16 one only in its four GEMMs and their casts:
 //   GEMMs (fwd m x n x k; dgrad m x k x n; wgrad k x n x m): qkv T x 3h x h, out T x h x h,
 //     up_gate T x 2f x h, down T x h x f, each in fp8 instead of bf16;
-//   forward casts (one memory-bound kernel per GEMM): qkv 2 T h, out 4 T h, up_gate 2 T h, down 2 T f
-//     bytes (inputs after the norm and the activation are written in fp8 by their producer: a transpose
-//     of 1 + 1 B; the attention output needs a cast-transpose, 2 + 1 + 1 B), plus each weight's
-//     cast-transpose 4 k n B over the m micro-batches;
-//   backward casts: dY of qkv 4 T 3h, out 4 T h, down 4 T h; up_gate's fused into the activation's
-//     backward (none);
+//   forward casts (one memory-bound kernel per GEMM): qkv 2 T h, out 4 T h, up_gate 2 T h, down 4 T f
+//     bytes (inputs after TELayerNormColumnParallelLinear's norm are written in fp8 by the norm: a
+//     transpose of 1 + 1 B; the attention output and Megatron's SwiGLU output need a cast-transpose,
+//     2 + 1 + 1 B), plus each weight's cast-transpose 4 k n B over the m micro-batches;
+//   backward casts: dY of qkv 4 T 3h, out 4 T h, up_gate 4 T 2f, down 4 T h (every dY arrives in bf16);
 // and the attention core, the norms and the LM head and loss are the bf16 ones (TE's default recipe
 // keeps the core in bf16; Megatron's output layer is not a TE module). With fp8 attention on, the
 // forward grows by the core's fp8 time less its bf16 time.
@@ -149,8 +148,8 @@ TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
   };
   const double t = static_cast<double>(T);
   const G gemms[] = {{t, 3 * h, h}, {t, h, h}, {t, 2 * f, h}, {t, h, f}};
-  const double fwd_cast[] = {2.0 * t * h, 4.0 * t * h, 2.0 * t * h, 2.0 * t * f};
-  const double bwd_cast[] = {4.0 * t * 3 * h, 4.0 * t * h, 0.0, 4.0 * t * h};
+  const double fwd_cast[] = {2.0 * t * h, 4.0 * t * h, 2.0 * t * h, 4.0 * t * f};
+  const double bwd_cast[] = {4.0 * t * 3 * h, 4.0 * t * h, 4.0 * t * 2 * f, 4.0 * t * h};
   double dfwd = 0.0, dbwd = 0.0, dw = 0.0;
   for (size_t i = 0; i < 4; ++i) {
     const G& g = gemms[i];
@@ -192,12 +191,14 @@ TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
 // T = 2048, h = 1024, f = 4096 gated, m = 4 micro-batches), per GEMM: input X (qkv T h after the norm,
 // out T h from the attention, up_gate T h after the norm, down T f after the activation), output
 // gradient dY (T 3h, T h, T 2f, T h) and weights W (h 3h, h h, h 2f, f h) over the m micro-batches. Bytes
-// per element:
-//   Hopper, delayed:  X 2 fused (qkv, up_gate, down) / 4 (out); dY 4, up_gate's 0; W 4
-//   Hopper, current:  every X, dY and W 6 (an amax read of 2 before the 4 of cast-transpose)
-//   B200, delayed:    X 0 fused / 3; dY 3, up_gate's 0; W 3 (no transpose on Blackwell)
-//   B200, MXFP8:      X 2 + 1/16 fused / 4 + 1/16; dY and W 4 + 1/16 (row- and column-wise copies with
-//                     a 1-byte scale per 32 elements each)
+// per element (fused: qkv's and up_gate's X, written by TELayerNormColumnParallelLinear's norm; out's X
+// and down's X, the attention and Megatron SwiGLU outputs, and every dY come in bf16):
+//   Hopper, delayed:  X 2 fused / 4; dY 4; W 4
+//   Hopper, current:  X 4 fused (the norm computes the amax) / 6 (an amax read of 2 before the 4 of
+//                     cast-transpose); dY and W 6
+//   B200, delayed:    X 0 fused / 3; dY 3; W 3 (no transpose on Blackwell)
+//   B200, MXFP8:      X, dY and W 4 + 1/16 (row- and column-wise copies with a 1-byte scale per 32
+//                     elements each; TE does not fuse the norm with MXFP8 by default)
 // The layer's forward and input-gradient times differ from bf16's by the GEMMs (fp8 against bf16, as
 // Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts composes them) plus these kernels, each one
 // memory-bound kernel per GEMM and pass. With sequence parallelism (tp 2) current scaling adds one amax
@@ -210,11 +211,11 @@ TEST(LayerCosts, Fp8RecipesQuantizeAsTransformerEngineDoes) {
   struct G {
     double m;
     int64_t n, k;
-    bool fused_x, fused_dy;
+    bool fused_x;
   };
-  const G gemms[] = {{t, 3 * h, h, true, false}, {t, h, h, false, false}, {t, 2 * f, h, true, true}, {t, h, f, true, false}};
+  const G gemms[] = {{t, 3 * h, h, true}, {t, h, h, false}, {t, 2 * f, h, true}, {t, h, f, false}};
   struct Rate {
-    double x_fused, x, dy, dy_fused, w;
+    double x_fused, x, dy, w;
   };
   auto check = [&](const hw::GpuSpec& gpu, Fp8Recipe recipe, Rate r) {
     const compute::ComputeModel cm(gpu);
@@ -235,7 +236,7 @@ TEST(LayerCosts, Fp8RecipesQuantizeAsTransformerEngineDoes) {
       const double x = g.m * static_cast<double>(g.k), dy = g.m * static_cast<double>(g.n);
       const double w = static_cast<double>(g.k * g.n);
       const double fwd_bytes = (g.fused_x ? r.x_fused : r.x) * x + r.w * w / m;
-      const double bwd_bytes = (g.fused_dy ? r.dy_fused : r.dy) * dy;
+      const double bwd_bytes = r.dy * dy;
       dfwd += both({g.m, g.n, g.k, 1}) + cm.memory_bound(Bytes::from_double(fwd_bytes)).to_seconds();
       dbwd += both({g.m, g.k, g.n, 1}) + (bwd_bytes > 0.0 ? cm.memory_bound(Bytes::from_double(bwd_bytes)).to_seconds() : 0.0);
     }
@@ -245,10 +246,10 @@ TEST(LayerCosts, Fp8RecipesQuantizeAsTransformerEngineDoes) {
   const hw::GpuSpec& h100 = catalog_h100();
   const hw::GpuSpec& b200 = catalog.hw.get_gpu("b200", {});
   const double mx = 1.0 / 16.0;
-  check(h100, Fp8Recipe::kDelayed, {2.0, 4.0, 4.0, 0.0, 4.0});
-  check(h100, Fp8Recipe::kCurrent, {6.0, 6.0, 6.0, 6.0, 6.0});
-  check(b200, Fp8Recipe::kDelayed, {0.0, 3.0, 3.0, 0.0, 3.0});
-  check(b200, Fp8Recipe::kMxfp8, {2.0 + mx, 4.0 + mx, 4.0 + mx, 4.0 + mx, 4.0 + mx});
+  check(h100, Fp8Recipe::kDelayed, {2.0, 4.0, 4.0, 4.0});
+  check(h100, Fp8Recipe::kCurrent, {4.0, 6.0, 6.0, 6.0});
+  check(b200, Fp8Recipe::kDelayed, {0.0, 3.0, 3.0, 3.0});
+  check(b200, Fp8Recipe::kMxfp8, {4.0 + mx, 4.0 + mx, 4.0 + mx, 4.0 + mx});
 
   // Current scaling's amax all-reduces under SP: with every collective at c, one c per gathered tensor.
   const compute::ComputeModel cm(h100);

@@ -185,16 +185,16 @@ TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
 // same six runs in fp8, which test what the fp8 path adds (Transformer Engine's modules in fp8, their
 // cast kernels, the attention core and the output layer in bf16, fp8 GEMMs at mamf-finder's fp8 share
 // of the bf16 efficiency, fp8 all-gathers and bf16 reduce-scatters in TE's TP overlap), and the Grok-1
-// shape's FP8 step beside M1 (F7). Where it stands (2026-11-27, later): median 8.8%, worst 20.0% (F7, whose
-// BF16 row M1 is 12.3% fast; F6 18.0%, its BF16 row 14.6%), every row fast; before that path the six
+// shape's FP8 step beside M1 (F7). Where it stands (2026-11-27, later): median 8.3%, worst 20.0% (F7, whose
+// BF16 row M1 is 12.3% fast; F6 17.3%, its BF16 row 14.6%), every row fast; before that path the six
 // dense rows were median 29%, worst 34%. The median was 7.3% until F5 and F6 took their yamls' bf16
-// gradient reduction and F5 its bf16 optimizer states (F5 -7.1% -> -8.3%), and 8.3% until sequence
-// parallelism's gathered tensors were quantized on each rank's rows, as TE does (-> 8.8%): the
-// settings follow the source and the kernels TE's documentation, whichever way the error goes. All
-// seven fit their 80 GB (F5 did not).
+// gradient reduction and F5 its bf16 optimizer states (F5 -7.1% -> -8.3%); the casts then followed TE
+// and Megatron-Core's layer spec (SP tensors quantized on each rank's rows; mlp.down's input and every
+// dY cast unfused): the settings follow the source and the kernels TE, whichever way the error goes.
+// All seven fit their 80 GB (F5 did not).
 TEST(TrainValidation, ReplaysNemoH100Fp8HeldOut) {
   const auto [med, worst, unfit] = replay_held_out("nemo_h100_fp8.csv", 7, "NeMo H100 FP8 rows");
-  EXPECT_LE(med, 0.09);
+  EXPECT_LE(med, 0.085);
   EXPECT_LE(worst, 0.205);
   EXPECT_EQ(unfit, 0);
 }
@@ -204,23 +204,23 @@ TEST(TrainValidation, ReplaysNemoH100Fp8HeldOut) {
 // stands (2026-11-27, with the Blackwell GEMM efficiencies from mamf-finder's B200 and GB200 rates):
 // median 24.4%, worst 28.9% (the FP8 Nemotron row), every row fast; on the four rows replayable with the
 // Hopper constants before, 30.2% and 33.5%. Since the fp8 casts skip the transpose Blackwell does not need
-// (TE docs, "FP8 current scaling": the row-wise tensor serves both GEMMs), median 25.0%, worst 30.8%. Far from the targets: the test keeps the error from
+// (TE docs, "FP8 current scaling": the row-wise tensor serves both GEMMs), median 25.0%, worst 30.3%. Far from the targets: the test keeps the error from
 // growing while Blackwell kernels stay unmeasured. One row is predicted not to fit its 186 GB: GB5
 // (Llama 3.1 405B in bf16, 176.7 of 173.2 GiB), whose recompute the source does not state (replayed as
 // none); its fp8 twin GB6 fits since TE's saved fp8 GEMM inputs are counted (layer_costs.cc).
 TEST(TrainValidation, ReplaysNemoGb200HeldOut) {
   const auto [med, worst, unfit] = replay_held_out("nemo_gb200.csv", 6, "NeMo GB200 rows");
   EXPECT_LE(med, 0.255);
-  EXPECT_LE(worst, 0.31);
+  EXPECT_LE(worst, 0.305);
   EXPECT_LE(unfit, 1);
 }
 
 // Held out: Megatron-Bridge's FP8 throughput (NeMo 25.11) on DGX H100, DGX B200 and GB200 NVL72
 // (data/published/mbridge_fp8.csv, cited there): Llama 3 8B and 70B and Llama 3.1 405B with current
-// scaling (FP8-CS) and MXFP8. Never used to fit anything. Where it stands (2026-11-27): H100 B1 -1.5%,
-// B2 -0.3%, B3 (405B on 1,024 GPUs) +18.1% (tokens/s: + is fast); Blackwell +12% to +37%, median 18.1%,
-// every row fast, MXFP8 more than current scaling (the model's MXFP8 moves fewer bytes; the measured
-// MXFP8 steps are 4-6% slower). One row is predicted not to fit: B10 (405B on 256 GB200, pp 16 with 384
+// scaling (FP8-CS) and MXFP8. Never used to fit anything. Where it stands (2026-11-27): H100 B1 -1.3%,
+// B2 -0.1%, B3 (405B on 1,024 GPUs) +18.2% (tokens/s: + is fast); Blackwell +12% to +36%, median 17.8%,
+// every row fast, MXFP8 more than current scaling on 405B (the measured MXFP8 steps are 4-6% slower;
+// the block-scaled GEMM rate is not measured). One row is predicted not to fit: B10 (405B on 256 GB200, pp 16 with 384
 // micro-batches, recompute and offload unstated; replayed as none).
 TEST(TrainValidation, ReplaysMegatronBridgeFp8HeldOut) {
   const char* src = std::getenv("ORRERY_SOURCE_DIR");
@@ -238,8 +238,8 @@ TEST(TrainValidation, ReplaysMegatronBridgeFp8HeldOut) {
              100 * hop_med, 100 * hop_worst, 100 * bw_med, 100 * bw_worst, 100 * med, 100 * worst);
   EXPECT_LE(hop_med, 0.02);
   EXPECT_LE(hop_worst, 0.185);
-  EXPECT_LE(bw_med, 0.185);
-  EXPECT_LE(bw_worst, 0.37);
+  EXPECT_LE(bw_med, 0.18);
+  EXPECT_LE(bw_worst, 0.365);
   EXPECT_LE(unfit, 1);
 }
 
