@@ -169,16 +169,20 @@ expect plan-moe-list-bad 2 "--moe-dispatcher: unknown MoE token dispatcher 'deep
 # --precision with a list searches every plan in each precision (SearchSpace::precisions): the JSON names
 # the list and each plan's precision, fp8 attention rides only on the fp8 plans, the table gains a
 # precision column, the top is the faster of the two single-precision searches' tops (checked against
-# them here), and a bad item or a precision the GPU lacks names the flag.
+# them here), fp8 attention and the fp8 recipe ride only on the fp8 plans (no bf16 plan fails on them),
+# and a bad item or a precision the GPU lacks names the flag.
 prec_plan=(plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --top 3 --quiet --max-cp 1 --shardings zero1)
 if python3 - "$bin" "${prec_plan[@]}" <<'PY' 2>/dev/null
 import json, subprocess, sys
 b, args = sys.argv[1], sys.argv[2:]
 run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
-both, bf16, fp8 = run("--precision", "bf16,fp8", "--fp8-attention", "yes"), run("--precision", "bf16"), run("--precision", "fp8", "--fp8-attention", "yes")
+f8 = ["--fp8-attention", "yes", "--fp8-recipe", "current"]
+both, bf16, fp8 = run("--precision", "bf16,fp8", *f8), run("--precision", "bf16"), run("--precision", "fp8", *f8)
 assert both["precisions"] == ["bf16", "fp8"] and both["precision"] == "bf16"
 plans = [p["plan"] for p in both["top"] + both["pareto"]]
 assert all(p["fp8_attention"] == (p["precision"] == "fp8") for p in plans)
+assert all(p["fp8_recipe"] == ("current" if p["precision"] == "fp8" else "delayed") for p in plans)
+assert not {r["key"] for r in both["infeasible"]["reasons"]} & {"fp8_attention", "fp8_recipe"}
 best = max(bf16["top"][0]["tokens_per_s_per_gpu"], fp8["top"][0]["tokens_per_s_per_gpu"])
 assert abs(both["top"][0]["tokens_per_s_per_gpu"] - best) <= 1e-9 * best
 PY

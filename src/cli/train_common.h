@@ -112,7 +112,7 @@ std::string schedule_label(const train::Plan& p);
 // tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp[, precision]
 std::vector<std::string> plan_header(bool precision = false);
 std::vector<std::string> plan_cells(const train::Plan& p, bool precision = false);
-io::Json plan_json(const train::Plan& p);
+io::Json plan_json(const train::Plan& p);  // the degrees, schedule, sharding, recompute and precision
 // A MoE model's routing under plan p: "top-K of E experts, <dispatcher> dispatcher, <capacity>, load
 // imbalance L"; with `per_plan` also the EP degree and the copies per token the all-to-alls move
 // (Plan::moe_copies_per_token), else the stated EP ranks per token if any (the planner's shared setting).

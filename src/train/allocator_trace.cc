@@ -102,7 +102,7 @@ class Trace {
       if (!zero3_) {
         alloc(times(n, d(k_.weight_bytes)));
         alloc(times(n, d(p_.grad_bytes) / (p_.sharding == Sharding::kZero2 ? d(p_.shard_size()) : 1.0)));
-      } else if (p_.master_weights == MasterWeights::kNone || p_.master_weights == MasterWeights::kRemainders) {
+      } else if (!p_.separate_master()) {
         alloc(times(n, d(k_.weight_bytes) / opt_shards()));  // the 16-bit shard is the parameter (memory.cc)
       }
       if (!p_.optimizer_offload) alloc(times(n, d(p_.master_bytes()) / opt_shards()));

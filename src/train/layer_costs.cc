@@ -151,6 +151,7 @@ struct Ctx {
   const compute::ComputeModel& cm;
   const CommModel& comm;
   model::Shape shape;  // local: mbs x seq/cp
+  Fp8Layout fp8;       // how TE quantizes fp8 GEMM operands on this GPU under this plan
   int64_t window = 0;  // the layer's sliding window (0: none)
   int64_t matmuls = 0;  // op-level SAC: matmuls issued so far in this layer
 };
@@ -223,8 +224,7 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     c.bwd_weight += wgrad;
     c.recompute_full += f;
     if (fp8) {
-      const Fp8Layout layout{x.p.fp8_recipe, x.cm.gpu().architecture != "blackwell", tp, x.p.sp};
-      const Fp8Casts q = fp8_casts(op.name, g, x.p.microbatches(), layout);
+      const Fp8Casts q = fp8_casts(op.name, g, x.p.microbatches(), x.fp8);
       Time qf = x.cm.memory_bound(q.forward);
       Time qb = q.backward > Bytes(0) ? x.cm.memory_bound(q.backward) : Time::zero();
       if (x.p.fp8_recipe == Fp8Recipe::kCurrent && x.p.sp && tp > 1) {
@@ -414,7 +414,7 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   io.moe_load_factor = p.capacity_factor > 0.0 ? p.capacity_factor : p.load_imbalance;
   const model::Shape shape = model::Shape::training(p.mbs, p.seq / p.cp);
   const model::Inventory inv = model::build_inventory(m, shape, io);
-  const Ctx x{m, p, cm, comm, shape};
+  const Ctx x{m, p, cm, comm, shape, Fp8Layout{p.fp8_recipe, cm.gpu().architecture != "blackwell", p.tp, p.sp}};
   const double dtb = d(io.dtype_bytes);
   const double tp = d(p.tp);
 

@@ -111,11 +111,12 @@ TEST(LayerCosts, ExpertAllToAllsMoveTheDispatchersCopies) {
   EXPECT_EQ(model_costs(m, p, cm, comm).layer[0].ep_bwd.picoseconds(), 4'194'304);
 }
 
-// The catalog's H100 SXM (the fp8 tests need its fp8 peak, SM count and Hopper calibration).
-const hw::GpuSpec& catalog_h100() {
+// A catalog GPU (the fp8 tests need its fp8 peak, SM count and architecture's calibration).
+const hw::GpuSpec& catalog_gpu(const std::string& name) {
   static const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
-  return catalog.hw.get_gpu("h100-sxm", {});
+  return catalog.hw.get_gpu(name, {});
 }
+const hw::GpuSpec& catalog_h100() { return catalog_gpu("h100-sxm"); }
 
 // fp8 as Megatron-Core runs it with Transformer Engine (layer_costs.cc, te_module_gemm and fp8_casts):
 // on a Llama layer (tp 1, T = 2048 tokens, h = 1024, 8 heads of 128 = 8 kv heads, f = 4096 gated) with
@@ -204,7 +205,6 @@ TEST(LayerCosts, Fp8RunsTransformerEngineGemmsInFp8WithTheirCasts) {
 // memory-bound kernel per GEMM and pass. With sequence parallelism (tp 2) current scaling adds one amax
 // all-reduce per gathered tensor: qkv's and up_gate's X forward, out's and down's dY backward.
 TEST(LayerCosts, Fp8RecipesQuantizeAsTransformerEngineDoes) {
-  static const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
   const int64_t T = 2048, h = 1024, f = 4096, m = 4;
   const auto model = model::ModelSpec::llama({2, h, 8, 8, f, 32000, T});
   const double t = static_cast<double>(T);
@@ -244,7 +244,7 @@ TEST(LayerCosts, Fp8RecipesQuantizeAsTransformerEngineDoes) {
     EXPECT_NEAR(b.bwd_input.to_seconds() - a.bwd_input.to_seconds(), dbwd, 1e-11) << gpu.name << " " << fp8_recipe_name(recipe);
   };
   const hw::GpuSpec& h100 = catalog_h100();
-  const hw::GpuSpec& b200 = catalog.hw.get_gpu("b200", {});
+  const hw::GpuSpec& b200 = catalog_gpu("b200");
   const double mx = 1.0 / 16.0;
   check(h100, Fp8Recipe::kDelayed, {2.0, 4.0, 4.0, 4.0});
   check(h100, Fp8Recipe::kCurrent, {4.0, 6.0, 6.0, 6.0});

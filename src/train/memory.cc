@@ -115,7 +115,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       const int64_t gathered = std::min(st.layers, 1 + p.fsdp_prefetch + p.unsharded_layers);
       mb.weights = scaled(max_layer_params * gathered, d(k.weight_bytes));
       // Without a separate master copy (none, or only its low bits) the shard is the 16-bit weight itself.
-      if (p.master_weights == MasterWeights::kNone || p.master_weights == MasterWeights::kRemainders) {
+      if (!p.separate_master()) {
         mb.weights += scaled(st.params, d(k.weight_bytes) / d(p.shard_size()));
       }
       mb.gradients += scaled(max_layer_params, d(p.grad_bytes));  // one layer's unsharded gradient

@@ -25,6 +25,15 @@ E parse_named(std::string_view name, const std::array<std::pair<std::string_view
   throw InputError(where, fmt::format("unknown {} '{}'", what, name), suggest(name, names));
 }
 
+// The canonical name of `e`: its first entry in the parser's table (aliases follow it).
+template <class E, size_t N>
+std::string_view name_in(const std::array<std::pair<std::string_view, E>, N>& table, E e) {
+  for (const auto& [n, v] : table) {
+    if (v == e) return n;
+  }
+  return "?";
+}
+
 constexpr std::array kSchedules = {std::pair<std::string_view, Schedule>{"gpipe", Schedule::kGpipe},
                                    std::pair<std::string_view, Schedule>{"1f1b", Schedule::kOneFOneB},
                                    std::pair<std::string_view, Schedule>{"interleaved", Schedule::kInterleaved},
@@ -64,23 +73,6 @@ constexpr std::array kOptimizerDtypes = {std::pair<std::string_view, hw::DType>{
 
 }  // namespace
 
-std::string_view master_weights_name(MasterWeights m) {
-  switch (m) {
-    case MasterWeights::kFp32: return "fp32";
-    case MasterWeights::kFp16: return "fp16";
-    case MasterWeights::kRemainders: return "remainders";
-    case MasterWeights::kNone: return "none";
-  }
-  return "?";
-}
-std::string_view fp8_recipe_name(Fp8Recipe r) {
-  switch (r) {
-    case Fp8Recipe::kDelayed: return "delayed";
-    case Fp8Recipe::kCurrent: return "current";
-    case Fp8Recipe::kMxfp8: return "mxfp8";
-  }
-  return "?";
-}
 Fp8Recipe parse_fp8_recipe(std::string_view name, const Where& where) {
   return parse_named(name, kFp8Recipes, where, "fp8 recipe");
 }
@@ -101,48 +93,28 @@ int64_t Plan::master_bytes() const {
   return 0;
 }
 int64_t Plan::moment_bytes() const { return 2 * hw::dtype_bytes(optimizer_dtype); }
+bool Plan::separate_master() const {
+  return master_weights == MasterWeights::kFp32 || master_weights == MasterWeights::kFp16;
+}
 int64_t Plan::optimizer_step_bytes() const {
-  const bool separate = master_weights == MasterWeights::kFp32 || master_weights == MasterWeights::kFp16;
-  return 2 * (master_bytes() + moment_bytes()) + grad_bytes + (separate ? 2 : 4);
+  return 2 * (master_bytes() + moment_bytes()) + grad_bytes + (separate_master() ? 2 : 4);
+}
+Plan Plan::in_precision(hw::DType p) const {
+  Plan out = *this;
+  out.precision = p;
+  out.fp8_attention = fp8_attention && p == hw::DType::kFp8;
+  if (p != hw::DType::kFp8) out.fp8_recipe = Fp8Recipe::kDelayed;
+  return out;
 }
 
-std::string_view schedule_name(Schedule s) {
-  switch (s) {
-    case Schedule::kGpipe: return "gpipe";
-    case Schedule::kOneFOneB: return "1f1b";
-    case Schedule::kInterleaved: return "interleaved";
-    case Schedule::kZeroBubble: return "zero-bubble";
-  }
-  return "?";
-}
-std::string_view sharding_name(Sharding s) {
-  switch (s) {
-    case Sharding::kNone: return "none";
-    case Sharding::kZero1: return "zero1";
-    case Sharding::kZero2: return "zero2";
-    case Sharding::kZero3: return "zero3";
-  }
-  return "?";
-}
-std::string_view recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kSelectiveOp: return "selective-op";
-    case Recompute::kFull: return "full";
-  }
-  return "?";
-}
-std::string_view grad_sync_name(GradSync g) {
-  switch (g) {
-    case GradSync::kDense: return "dense";
-    case GradSync::kSparseAllGather: return "sparse";
-    case GradSync::kZen: return "zen";
-  }
-  return "?";
-}
 
-std::string_view moe_dispatcher_name(MoeDispatcher d) { return d == MoeDispatcher::kDeepEp ? "deepep" : "alltoall"; }
+std::string_view schedule_name(Schedule s) { return name_in(kSchedules, s); }
+std::string_view sharding_name(Sharding s) { return name_in(kShardings, s); }
+std::string_view recompute_name(Recompute r) { return name_in(kRecomputes, r); }
+std::string_view grad_sync_name(GradSync g) { return name_in(kGradSyncs, g); }
+std::string_view moe_dispatcher_name(MoeDispatcher d) { return name_in(kMoeDispatchers, d); }
+std::string_view master_weights_name(MasterWeights m) { return name_in(kMasterWeights, m); }
+std::string_view fp8_recipe_name(Fp8Recipe r) { return name_in(kFp8Recipes, r); }
 
 MoeDispatcher parse_moe_dispatcher(std::string_view name, const Where& where) {
   return parse_named(name, kMoeDispatchers, where, "MoE token dispatcher");

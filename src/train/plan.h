@@ -184,6 +184,12 @@ struct Plan {
   // (2 B), or reads and writes it where there is none or the master is only its low bits (4 B).
   // fp32 master and moments with fp32 gradients: 2 x (4 + 8) + 4 + 2 = 30.
   int64_t optimizer_step_bytes() const;
+  // Whether the optimizer keeps a master copy of its own (fp32 or fp16); without one (none, or only
+  // Apex's remainders beside them) the 16-bit weights are the parameters it updates.
+  bool separate_master() const;
+  // This plan in precision `p`, its fp8-only settings (fp8_attention, fp8_recipe) kept under fp8 and
+  // reset otherwise: the planner's precision search.
+  Plan in_precision(hw::DType p) const;
 };
 
 // The model layers [first, first + count) of chunk c on pipeline rank s (virtual stage c * pp + s),

@@ -212,39 +212,37 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
             for (MoeDispatcher d : sp.moe_dispatchers) routings.emplace_back(ep, d);
           }
         }
-        const std::vector<hw::DType> precisions =
-            sp.precisions.empty() ? std::vector<hw::DType>{o.base.precision} : sp.precisions;
         for (const auto& [ep, dispatcher] : routings) {
           for (const auto& [schedule, vp] : schedules) {
             for (int64_t mbs : mbss) {
               for (const auto& [sharding, group] : shardings) {
                 for (Recompute rc : sp.recomputes) {
                   for (bool seqpar : sps) {
-                    for (hw::DType precision : precisions) {
-                      Plan p = o.base;
-                      p.precision = precision;
-                      p.fp8_attention = o.base.fp8_attention && precision == hw::DType::kFp8;
-                      p.dp = dp;
-                      p.tp = tp;
-                      p.pp = pp;
-                      p.cp = cp;
-                      p.ep = ep;
-                      p.moe_dispatcher = dispatcher;
-                      if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
-                      p.vp = vp;
-                      p.schedule = schedule;
-                      p.mbs = mbs;
-                      p.gbs = o.gbs;
-                      p.seq = o.seq;
-                      p.sharding = sharding;
-                      p.shard_group = group;
-                      p.recompute = rc;
-                      p.recompute_layers = -1;
-                      p.sp = seqpar;
-                      p.first_stage_layers = 0;
-                      p.last_stage_layers = 0;
-                      if (uneven) balance_uneven_stages(p, model.layers);
+                    Plan p = o.base;
+                    p.dp = dp;
+                    p.tp = tp;
+                    p.pp = pp;
+                    p.cp = cp;
+                    p.ep = ep;
+                    p.moe_dispatcher = dispatcher;
+                    if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
+                    p.vp = vp;
+                    p.schedule = schedule;
+                    p.mbs = mbs;
+                    p.gbs = o.gbs;
+                    p.seq = o.seq;
+                    p.sharding = sharding;
+                    p.shard_group = group;
+                    p.recompute = rc;
+                    p.recompute_layers = -1;
+                    p.sp = seqpar;
+                    p.first_stage_layers = 0;
+                    p.last_stage_layers = 0;
+                    if (uneven) balance_uneven_stages(p, model.layers);
+                    if (sp.precisions.empty()) {
                       plans.push_back(p);
+                    } else {
+                      for (hw::DType precision : sp.precisions) plans.push_back(p.in_precision(precision));
                     }
                   }
                 }

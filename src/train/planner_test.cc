@@ -237,8 +237,8 @@ TEST(Planner, SearchesEachListedMoeDispatcherWhereTokensCrossRanks) {
 
 // --precision bf16,fp16 searches every plan in each: the space is the two single-precision spaces side
 // by side (twice the plans, each shape once per precision), and the best plan is the better of the two
-// searches' bests. With fp8 listed and fp8 attention asked for, only the fp8 plans carry it (a bf16
-// plan with it breaks the fp8_attention constraint).
+// searches' bests. With fp8 listed and fp8 attention and current scaling asked for, only the fp8 plans
+// carry them (a bf16 plan with either breaks its constraint, fp8_attention or fp8_recipe).
 TEST(Planner, SearchesEachListedPrecision) {
   Small s;
   hw::GpuSpec gpu = test_gpu();  // with the A100's fp16 peak (= bf16) and an fp8 one for the last part
@@ -273,10 +273,16 @@ TEST(Planner, SearchesEachListedPrecision) {
 
   PlannerOptions f8 = bf;
   f8.base.fp8_attention = true;
+  f8.base.fp8_recipe = Fp8Recipe::kCurrent;
   f8.space.precisions = {hw::DType::kBf16, hw::DType::kFp8};
   for (const Plan& p : enumerate_plans(s.model, cluster, f8)) {
-    EXPECT_EQ(p.fp8_attention, p.precision == hw::DType::kFp8);
-    for (const ConstraintError& e : validate_plan(s.model, p, f8.gpus, gpu)) EXPECT_NE(e.key, "fp8_attention");
+    const bool fp8 = p.precision == hw::DType::kFp8;
+    EXPECT_EQ(p.fp8_attention, fp8);
+    EXPECT_EQ(p.fp8_recipe, fp8 ? Fp8Recipe::kCurrent : Fp8Recipe::kDelayed);
+    for (const ConstraintError& e : validate_plan(s.model, p, f8.gpus, gpu)) {
+      EXPECT_NE(e.key, "fp8_attention");
+      EXPECT_NE(e.key, "fp8_recipe");
+    }
   }
 }
 
