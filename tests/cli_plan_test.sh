@@ -151,6 +151,31 @@ assert any(p["plan"]["unsharded_layers"] >= 1 for p in on["top"] + on["pareto"])
 assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
 PY
 then pass=$((pass+1)); else echo "FAIL plan unsharding"; fail=$((fail+1)); fi
+# --partial-recompute yes (docs/planner.md): Llama-3-70B on 32 H100 under a 60 GiB budget. Plans
+# without recompute are over it, so variants recomputing the fewest layers per rank join the search
+# (counted in enumerated; the JSON records recompute_layers, the table shows full:K); they recompute less
+# than a full-recompute plan of the same memory class, so the best plan can only gain, and the search
+# space is recorded. A bad value is named (below).
+if python3 - "$bin" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b = sys.argv[1]
+args = [b, "plan", "train", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "32", "--seq", "8192", "--gbs", "64",
+        "--budget-gib", "60", "--top", "3", "--quiet"]
+off = json.loads(subprocess.run([b, "--json"] + args[1:], capture_output=True, text=True, check=True).stdout)
+on = json.loads(subprocess.run([b, "--json"] + args[1:] + ["--partial-recompute", "yes"], capture_output=True, text=True, check=True).stdout)
+assert off["space"]["partial_recompute"] is False and on["space"]["partial_recompute"] is True
+assert on["space"]["recomputes"] == ["none", "selective", "full"] and on["space"]["sp"] == "both"
+assert off["counts"]["partial_recompute"] == 0 and on["counts"]["partial_recompute"] > 0
+assert on["counts"]["enumerated"] == off["counts"]["enumerated"] + on["counts"]["partial_recompute"]
+variants = [p["plan"] for p in on["top"] + on["pareto"] if p["plan"]["recompute_layers"] >= 0]
+assert variants and all(v["recompute"] == "full" and 1 <= v["recompute_layers"] < 80 // v["pp"] for v in variants)
+assert all(p["plan"]["recompute_layers"] == -1 for p in off["top"] + off["pareto"])
+assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
+assert all(p["peak_memory_bytes"] <= on["budget_bytes"] for p in on["top"] + on["pareto"])
+table = subprocess.run(args + ["--partial-recompute", "yes"], capture_output=True, text=True, check=True).stdout
+assert "plans recomputing some layers" in table and " full:" in table
+PY
+then pass=$((pass+1)); else echo "FAIL plan partial-recompute"; fail=$((fail+1)); fi
 expect plan-moe-line 0 "MoE: top-2 of 8 experts, deepep dispatcher, dropless, load imbalance 1" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --top 1 --quiet --moe-dispatcher deepep --max-cp 1 --shardings zero3
 # --moe-dispatcher with a list searches each dispatcher where ep > 1: top-2 of 8 experts on ep 4 sends
 # 4(1 - C(6,2)/C(8,2)) = 1.86 copies per token with deepep against 2 with alltoall, so the searched
@@ -192,6 +217,7 @@ expect plan-precision-cell 0 " sp +precision " -- "${prec_plan[@]}" --precision 
 expect plan-precision-bad 2 "--precision: unknown training precision 'fp4'" -- "${prec_plan[@]}" --precision bf16,fp4
 expect plan-precision-no-peak 2 "--precision: GPU 'a100-sxm-80gb' has no dense fp8 peak" -- plan train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --seq 4096 --gbs 16 --precision bf16,fp8
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
+expect plan-partial-recompute-bad 2 "--partial-recompute: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --partial-recompute some
 expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
 
 finish plan

@@ -37,6 +37,10 @@ Json gpu_json(const hw::GpuSpec& g) {
   j["pcie"] = {{"generation", g.pcie.generation},
                {"lanes", g.pcie.lanes},
                {"bandwidth_per_direction_bytes_per_s", g.pcie.bandwidth_per_direction.bytes_per_second()}};
+  j["host_link"] = g.host_link ? Json{{"technology", g.host_link->technology},
+                                       {"bandwidth_per_direction_bytes_per_s",
+                                        g.host_link->bandwidth_per_direction.bytes_per_second()}}
+                               : Json(nullptr);
   j["tdp_w"] = g.tdp.watts();
   j["power_limit_w"] = g.power_limit ? Json(g.power_limit->watts()) : Json(nullptr);
   j["form_factor"] = g.form_factor;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/app.h"
 #include "cli/output.h"
@@ -58,6 +59,7 @@ struct PlanTrainArgs {
   std::string recomputes = "none,selective,full";
   std::string sp = "both";
   std::string unshard = "no";  // --unsharding
+  std::string partial_recompute = "no";  // --partial-recompute
   int64_t grad_bytes = 4;
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string tp_overlap = "no";  // --tp-comm-overlap
@@ -133,6 +135,7 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   s.sp_on = sp != "no";
   s.sp_off = sp != "yes";
   s.unshard = parse_yes_no(a.unshard, "--unsharding");
+  s.partial_recompute = parse_yes_no(a.partial_recompute, "--partial-recompute");
   s.moe_dispatchers = parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
   return s;
 }
@@ -210,6 +213,39 @@ Json over_budget_json(const std::vector<tr::Candidate>& cs, Bytes budget) {
                      {"reason", c.reason}});
   }
   return a;
+}
+
+// The search space as resolved (rule 6: the result records its whole configuration).
+Json space_json(const tr::SearchSpace& s) {
+  auto names = [](const auto& values, auto name) {
+    Json out = Json::array();
+    for (const auto& v : values) out.push_back(name(v));
+    return out;
+  };
+  Json shardings = names(s.shardings, tr::sharding_name);
+  if (s.hsdp) shardings.push_back("hsdp");
+  return Json{{"max_tp", s.max_tp},
+              {"max_pp", s.max_pp},
+              {"max_cp", s.max_cp},
+              {"max_ep", s.max_ep},
+              {"max_vp", s.max_vp},
+              {"max_mbs", s.max_mbs},
+              {"schedules", names(s.schedules, tr::schedule_name)},
+              {"shardings", shardings},
+              {"recomputes", names(s.recomputes, tr::recompute_name)},
+              {"sp", s.sp_on && s.sp_off ? "both" : s.sp_on ? "yes" : "no"},
+              {"uneven_stages", s.uneven_stages},
+              {"unsharding", s.unshard},
+              {"partial_recompute", s.partial_recompute}};
+}
+
+// " (K of them ...)": the budget-filling variants among the enumerated plans.
+std::string variants_note(const tr::PlannerCounts& c) {
+  std::vector<std::string> parts;
+  if (c.partial_recompute > 0) parts.push_back(fmt::format("{} plans recomputing some layers", c.partial_recompute));
+  if (c.unsharded > 0) parts.push_back(fmt::format("{} ZeRO-3 plans keeping layers gathered", c.unsharded));
+  if (parts.empty()) return {};
+  return fmt::format(" (of them {})", fmt::join(parts, " and "));
 }
 
 std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
@@ -360,6 +396,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["grad_bytes"] = o.base.grad_bytes;
     j["optimizer_dtype"] = hw::dtype_name(o.base.optimizer_dtype);
     j["master_weights"] = tr::master_weights_name(o.base.master_weights);
+    j["space"] = space_json(o.space);
     j["capacity_factor"] = o.base.capacity_factor;
     j["load_imbalance"] = o.base.load_imbalance;
     Json searched = Json::array();
@@ -376,7 +413,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                        {"over_budget", r.counts.over_budget}, {"fits", r.counts.fits},
                        {"simulated", r.counts.simulated},     {"pruned", r.counts.pruned},
                        {"errors", r.counts.errors},         {"flow_simulated", r.counts.flow_simulated},
-                       {"unsharded", r.counts.unsharded}};
+                       {"unsharded", r.counts.unsharded},   {"partial_recompute", r.counts.partial_recompute}};
     j["top"] = simulated_json(r.top);
     j["pareto"] = simulated_json(r.pareto);
     Json reasons = Json::array();
@@ -411,8 +448,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   ctx.out << fmt::format("plans: {} enumerated{}, {} invalid, {} over the budget, {} within it: {} simulated, {} skipped "
                          "(cannot enter the top {} or the Pareto front; docs/planner.md){}\n\n",
                          r.counts.enumerated,
-                         r.counts.unsharded > 0 ? fmt::format(" ({} of them ZeRO-3 plans keeping layers gathered)", r.counts.unsharded)
-                                                : std::string(),
+                         variants_note(r.counts),
                          r.counts.invalid, r.counts.over_budget, r.counts.fits, r.counts.simulated,
                          r.counts.pruned, a.top,
                          r.counts.errors > 0 ? fmt::format("; {} failed in the simulator (internal-error below)", r.counts.errors)
@@ -480,6 +516,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--sp", a->sp, "sequence parallelism with TP: both | yes | no")->capture_default_str();
   c->add_option("--unsharding", a->unshard,
                 "ZeRO-3/HSDP plans also with the most layers kept gathered that the budget allows (sharding shown as +uK): yes | no")
+      ->capture_default_str();
+  c->add_option("--partial-recompute", a->partial_recompute,
+                "plans over the budget without recompute also recomputing the fewest layers that fit (shown as full:K): yes | no")
       ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);

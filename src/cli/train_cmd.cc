@@ -49,6 +49,7 @@ struct TrainArgs {
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
   bool activation_offload = false, optimizer_offload = false;
+  int64_t offload_layers = -1;  // --offload-layers (implies --activation-offload)
   std::vector<std::string> stragglers;
   std::vector<std::string> slow_links;
   std::string trace_out, trace_ranks;
@@ -150,7 +151,9 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.overlap_grad_reduce = parse_yes_no(a.overlap_grad, "--overlap-grad-reduce");
   p.overlap_param_gather = parse_yes_no(a.overlap_param, "--overlap-param-gather");
   p.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
-  p.activation_offload = a.activation_offload;
+  // --offload-layers N offloads N layers per rank, so it turns offload on; -1 (its default) is every layer.
+  p.activation_offload = a.activation_offload || a.offload_layers != -1;
+  p.offload_layers = a.offload_layers;
   p.optimizer_offload = a.optimizer_offload;
   return p;
 }
@@ -397,8 +400,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
     pj.update(Json{{"gbs", plan.gbs},
                  {"seq", plan.seq},
                  {"fsdp_prefetch", plan.fsdp_prefetch},
-                 {"recompute_layers", plan.recompute_layers},
                  {"activation_offload", plan.activation_offload},
+                 {"offload_layers", plan.offload_layers},
                  {"optimizer_offload", plan.optimizer_offload},
                  {"flash_attention", plan.flash_attention},
                  {"grad_bytes", plan.grad_bytes},
@@ -617,6 +620,8 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
       ->capture_default_str();
   c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs as Transformer Engine pairs them (with --sp; docs/training.md): yes | no")->capture_default_str();
   c->add_flag("--activation-offload", a->activation_offload, "offload saved activations to host memory");
+  c->add_option("--offload-layers", a->offload_layers,
+                "offload the activations of the first N layers per pipeline rank only (implies --activation-offload; -1 all)");
   c->add_flag("--optimizer-offload", a->optimizer_offload, "optimizer states and step on the host");
   c->add_option("--straggler", a->stragglers,
                 "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")

@@ -329,6 +329,12 @@ std::string schedule_label(const train::Plan& p) {
   return std::string(train::schedule_name(p.schedule));
 }
 
+std::string recompute_label(const train::Plan& p) {
+  // "full:K": full recompute on the first K layers of each pipeline rank (Plan::recompute_layers).
+  if (p.recompute == train::Recompute::kFull && p.recompute_layers >= 0) return fmt::format("full:{}", p.recompute_layers);
+  return std::string(train::recompute_name(p.recompute));
+}
+
 std::vector<std::string> plan_header(bool precision) {
   std::vector<std::string> h = {"tp", "pp", "cp", "ep", "dp", "vp", "schedule", "mbs", "sharding", "recompute", "sp"};
   if (precision) h.emplace_back("precision");
@@ -343,7 +349,7 @@ std::vector<std::string> plan_cells(const train::Plan& p, bool precision) {
                                                                                        : std::to_string(p.ep);
   std::vector<std::string> cells = {std::to_string(p.tp),  pp,                   std::to_string(p.cp), ep,
                                     std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
-                                    sharding_label(p),     std::string(train::recompute_name(p.recompute)), p.sp ? "yes" : "no"};
+                                    sharding_label(p),     recompute_label(p),  p.sp ? "yes" : "no"};
   if (precision) cells.emplace_back(p.fp8_attention ? "fp8 (+attention)" : hw::dtype_name(p.precision));
   return cells;
 }
@@ -365,6 +371,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"shard_group", p.shard_group},
                   {"unsharded_layers", p.unsharded_layers},
                   {"recompute", train::recompute_name(p.recompute)},
+                  {"recompute_layers", p.recompute_layers},
                   {"precision", hw::dtype_name(p.precision)},
                   {"fp8_attention", p.fp8_attention},
                   {"fp8_recipe", train::fp8_recipe_name(p.fp8_recipe)},

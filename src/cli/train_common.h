@@ -108,6 +108,8 @@ io::Json fabric_json(const FabricArgs& a);
 // groups of G, schedule "-" without pipeline parallelism; `precision` adds a precision column (plan
 // train searching several).
 std::string sharding_label(const train::Plan& p);
+// "full:K" for full recompute on K layers per pipeline rank, else the mode's name.
+std::string recompute_label(const train::Plan& p);
 std::string schedule_label(const train::Plan& p);
 // tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp[, precision]
 std::vector<std::string> plan_header(bool precision = false);

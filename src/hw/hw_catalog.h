@@ -42,6 +42,17 @@ struct PcieLink {
   Bandwidth bandwidth_per_direction;
 };
 
+// A GPU's path to its host memory where it is not PCIe (NVLink-C2C to a Grace CPU).
+struct HostLink {
+  std::string technology;             // "NVLink-C2C"
+  Bandwidth bandwidth_per_direction;  // per GPU (a link shared by two GPUs: half of it)
+};
+
+// Pinned host<->device copies (cudaMemcpyAsync) reach about 80% of the link's per-direction rate: an A100
+// on PCIe Gen4 x16 measures 25 of 32 GB/s (BaM's authors, github.com/ZaidQureshi/bam issue #54). Serving's
+// KV-cache swap and training's activation and optimizer offload copy at this fraction.
+inline constexpr double kHostCopyEfficiency = 0.8;
+
 struct GpuSpec {
   std::string name;  // catalog id, e.g. "h100-sxm"
   std::string display_name;
@@ -52,6 +63,7 @@ struct GpuSpec {
   std::array<std::optional<FlopRate>, kAllDTypes.size()> peak_flops;  // indexed by DType
   std::optional<ScaleupLink> scaleup;
   PcieLink pcie;
+  std::optional<HostLink> host_link;  // host-memory path other than PCIe; unset: PCIe
   Power tdp;                         // the product's board power (the power its figures assume)
   std::optional<Power> power_limit;  // a lower configured cap (e.g. 500 W on a 700 W part); unset: tdp
   std::string form_factor;
@@ -60,6 +72,11 @@ struct GpuSpec {
 
   std::optional<FlopRate> peak(DType d) const { return peak_flops[static_cast<size_t>(d)]; }
   Power power() const { return power_limit ? *power_limit : tdp; }
+  // Bandwidth of copies between this GPU's memory and its host's, per direction (activation and
+  // optimizer offload): the host link where there is one, else PCIe.
+  Bandwidth host_bandwidth() const { return host_link ? host_link->bandwidth_per_direction : pcie.bandwidth_per_direction; }
+  // What pinned copies reach of it (kHostCopyEfficiency).
+  Bandwidth host_copy_bandwidth() const { return host_bandwidth() * kHostCopyEfficiency; }
 };
 
 enum class IntraNode { kNvswitch, kPcie, kXgmiMesh, kNvlinkPairs };

@@ -86,6 +86,11 @@ hw::GpuSpec read_gpu(const YAML::Node& n, const Where& w, const std::string& fil
   }
   if (auto s = f.opt_node("scaleup")) g.scaleup = read_scaleup(*s, f.where_of_key("scaleup"));
   g.pcie = read_pcie(f.req_node("pcie"), f.where_of_key("pcie"));
+  if (auto h = f.opt_node("host_link")) {
+    Fields hf(*h, f.where_of_key("host_link"));
+    g.host_link = hw::HostLink{hf.req_string("technology"), hf.req_bandwidth("bandwidth_per_direction")};
+    hf.finish();
+  }
   g.tdp = f.req_power("tdp");
   g.power_limit = f.opt_power("power_limit");
   if (g.power_limit && g.power_limit->watts() > g.tdp.watts()) {

@@ -52,6 +52,25 @@ TEST(CatalogYaml, ValidEntryIsReadWithUnits) {
   EXPECT_EQ(g->origin, "user.yaml");
 }
 
+// host_link (optional): a GPU whose host path is not PCIe. Host copies then use it, at 80% of its rate
+// (hw::kHostCopyEfficiency); without one they use PCIe's 64 GB/s at 80%, 51.2 GB/s.
+TEST(CatalogYaml, HostLinkIsOptionalAndReplacesPcieForHostCopies) {
+  Catalog c;
+  add_catalog_yaml(c, kGpuYaml, "user.yaml");
+  EXPECT_FALSE(c.hw.find_gpu("x100")->host_link.has_value());
+  EXPECT_DOUBLE_EQ(c.hw.find_gpu("x100")->host_copy_bandwidth().bytes_per_second(), 51.2e9);
+  Catalog d;
+  add_catalog_yaml(d, replace(kGpuYaml, "    tdp: 700 W", "    host_link: {technology: NVLink-C2C, bandwidth_per_direction: 225 GB/s}\n    tdp: 700 W"),
+                   "user.yaml");
+  const hw::GpuSpec* g = d.hw.find_gpu("x100");
+  ASSERT_TRUE(g->host_link.has_value());
+  EXPECT_EQ(g->host_link->technology, "NVLink-C2C");
+  EXPECT_DOUBLE_EQ(g->host_copy_bandwidth().bytes_per_second(), 180e9);
+  const std::string bad = error_of(replace(kGpuYaml, "    tdp: 700 W", "    host_link: {technology: NVLink-C2C, bandwith: 225 GB/s}\n    tdp: 700 W"));
+  EXPECT_NE(bad.find("user.yaml:9: gpus[0].host_link"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("bandwidth_per_direction"), std::string::npos) << bad;
+}
+
 TEST(CatalogYaml, MissingUnitNamesFileLineAndKey) {
   // memory is on line 4 of the document.
   EXPECT_EQ(error_of(replace(kGpuYaml, "80 GiB", "80")),

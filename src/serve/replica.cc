@@ -109,7 +109,7 @@ Replica::Replica(const ReplicaSpec& spec, const MemoryPlan& plan) : spec_(spec) 
   watermark_blocks_ = static_cast<int64_t>(std::floor(spec.watermark * static_cast<double>(blocks)));
   block_bytes_ = plan.kv_per_token * spec.block_size;
   host_blocks_free_ = block_bytes_.count() > 0 ? spec.swap_space.count() / block_bytes_.count() : 0;
-  swap_bandwidth_ = spec.gpu->pcie.bandwidth_per_direction.bytes_per_second() * kSwapPcieEfficiency;
+  swap_bandwidth_ = spec.gpu->host_copy_bandwidth().bytes_per_second();  // NVLink-C2C where there is one
   unit_tokens_ = spec.prefix_unit_tokens;
   unit_blocks_ = ceil_div(unit_tokens_, spec.block_size);
 }

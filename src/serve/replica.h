@@ -25,7 +25,8 @@
 //             watermark (fraction of all blocks, vLLM default 0.01) is kept free when admitting new
 //             prompts. Preemption frees a sequence's blocks: by recompute (its tokens so far become a
 //             longer prompt, vLLM's RECOMPUTE) or by swap (private blocks copied to host memory over
-//             PCIe at kSwapPcieEfficiency of the link rate, back on swap-in; vLLM's SWAP).
+//             the host link (PCIe, or NVLink-C2C) at hw::kHostCopyEfficiency of its rate, back on swap-in;
+//             vLLM's SWAP).
 //   Prefix    Requests carrying prefix block hashes (Mooncake hash_ids) share the KV of identical
 //             prefixes: each hash stands for prefix_unit_tokens tokens (512 in the Mooncake traces).
 //             Units are reference counted; a unit nobody references stays cached and is evicted in
@@ -53,7 +54,6 @@ namespace orrery::serve {
 
 inline constexpr double kDefaultGpuMemoryUtilization = 0.90;  // vLLM EngineArgs default
 inline constexpr Bytes kMemoryMargin = Bytes::GiB(1);
-inline constexpr double kSwapPcieEfficiency = 0.8;  // pinned cudaMemcpy over PCIe reaches ~80% of the link
 inline constexpr int64_t kDefaultBlockSize = 16;    // vLLM default block size (tokens)
 inline constexpr double kDefaultWatermark = 0.01;   // vLLM BlockSpaceManager watermark
 inline constexpr Bytes kDefaultSwapSpace = Bytes::GiB(4);  // vLLM swap_space per GPU

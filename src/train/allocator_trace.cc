@@ -22,19 +22,17 @@ class Trace {
     first_ = s_ == 0;
     last_ = s_ == p_.pp - 1;
     zero3_ = p_.sharding == Sharding::kZero3;
-    // Layers per chunk and what each saves; the first `full` layers of the stage are fully recomputed
-    // (as train/memory.cc counts them).
-    const int64_t layers = stage_layers(p_, m_.layers, s_);
-    const int64_t full = p_.recompute == Recompute::kFull ? (p_.recompute_layers < 0 ? layers : p_.recompute_layers) : 0;
-    int64_t seen = 0;
+    // Layers per chunk and what each saves; the first recompute_layers of the stage are fully
+    // recomputed and the first offload_layers offload (as train/memory.cc counts them).
     for (int64_t v = 0; v < p_.vp; ++v) {
       const LayerRange r = chunk_layers(p_, m_.layers, s_, v);
       std::vector<Layer> chunk;
       for (int64_t i = 0; i < r.count; ++i) {
         const LayerCost& lc = c_.layer[static_cast<size_t>(r.first + i)];
         params_.push_back(lc.params);
-        const bool recomputed = seen++ < full;
+        const bool recomputed = p_.recomputes_layer(r.offset + i);
         Layer l;
+        l.offloaded = p_.offloads_layer(r.offset + i);
         l.saved = recomputed ? lc.act_input : lc.saved_activations(p_.recompute);
         l.work = c_.layer_input * 2;
         if (recomputed) {
@@ -117,7 +115,7 @@ class Trace {
     if (first_ && chunk == 0) held.push_back(alloc(c_.pre.act_none));
     for (const Layer& l : chunks_[static_cast<size_t>(chunk)]) {
       // Offloaded activations live in host memory (the one in flight is not traced).
-      Bytes left = p_.activation_offload ? Bytes(0) : l.saved;
+      Bytes left = l.offloaded ? Bytes(0) : l.saved;
       while (left.count() > 0) {
         const Bytes piece = std::min(left, piece_);
         held.push_back(alloc(piece));
@@ -204,6 +202,7 @@ class Trace {
   struct Layer {
     Bytes saved;  // one micro-batch's saved activations
     Bytes work;   // the backward working set
+    bool offloaded = false;  // its saved activations go to host memory (Plan::offloads_layer)
   };
   std::vector<std::vector<Layer>> chunks_;
   Bytes piece_;

@@ -73,13 +73,16 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     Bytes act_mb;            // one micro-batch's saved activations on this stage
     Bytes largest_layer;     // one layer's full activations (backward working set)
     Bytes largest_recomputed;  // op-level SAC: the most one layer recomputes (backward working set)
-    int64_t recomputed = 0;  // layers under full recompute so far
-    const int64_t full_layers = p.recompute == Recompute::kFull ? (p.recompute_layers < 0 ? st.layers : p.recompute_layers) : 0;
+    bool any_full = false;   // some layer under full recompute
+    Bytes act_off_mb;        // of act_mb, the layers that offload (Plan::offloads_layer)
+    int64_t off_layers = 0;
     int64_t max_layer_params = 0;
     st.chunk_activations.assign(static_cast<size_t>(p.vp), Bytes(0));
+    st.chunk_offloaded.assign(static_cast<size_t>(p.vp), Bytes(0));
     for (int64_t v = 0; v < p.vp; ++v) {
       const LayerRange range = chunk_layers(p, model.layers, s, v);
       const Bytes before = act_mb;
+      const Bytes before_off = act_off_mb;
       for (int64_t i = 0; i < range.count; ++i) {
         const LayerCost& lc = c.layer[static_cast<size_t>(range.first + i)];
         st.params += lc.params;
@@ -87,14 +90,19 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
         Bytes a = lc.saved_activations(p.recompute);
         // Op-level SAC materializes the rest of a layer again in its backward.
         if (p.recompute == Recompute::kSelectiveOp) largest_recomputed = std::max(largest_recomputed, lc.act_none - a);
-        if (recomputed < full_layers) {
+        if (p.recomputes_layer(range.offset + i)) {
           a = lc.act_input;
-          ++recomputed;
+          any_full = true;
         }
         act_mb += a;
+        if (p.offloads_layer(range.offset + i)) {
+          act_off_mb += a;
+          ++off_layers;
+        }
         largest_layer = std::max(largest_layer, lc.act_none);
       }
       st.chunk_activations[static_cast<size_t>(v)] = act_mb - before;
+      st.chunk_offloaded[static_cast<size_t>(v)] = act_off_mb - before_off;
     }
     if (s == 0) {
       st.params += c.pre.params;
@@ -124,12 +132,19 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       mb.weights += scaled((s == 0 ? c.pre.params : 0) + (s == p.pp - 1 ? c.post.params : 0), d(k.weight_bytes));
       if (s == p.pp - 1) mb.gradients += scaled(c.post.params, d(k.weight_bytes));
     }
-    // Offload keeps the layer being computed and the one whose copy is in flight on the GPU.
-    const double held = p.activation_offload
-                            ? std::min(st.inflight_microbatches, 2.0 / d(std::max<int64_t>(1, st.layers)))
-                            : st.inflight_microbatches;
-    mb.activations = Bytes::from_double(act_mb.to_double() * held);
-    Bytes temp = (full_layers > 0 ? largest_layer : largest_recomputed) + c.layer_input * 2;
+    // Offload keeps the layer being computed and the one whose copy is in flight on the GPU. Offloading
+    // everything (offload_layers -1) takes the embedding output and the logits' buffers with it.
+    if (p.activation_offload && p.offload_layers < 0) {
+      st.chunk_offloaded = st.chunk_activations;
+      act_off_mb = act_mb;
+      off_layers = st.layers;
+    }
+    st.offload_held = off_layers > 0 || act_off_mb.count() > 0
+                          ? std::min(st.inflight_microbatches, 2.0 / d(std::max<int64_t>(1, off_layers)))
+                          : 0.0;
+    mb.activations = Bytes::from_double((act_mb - act_off_mb).to_double() * st.inflight_microbatches +
+                                        act_off_mb.to_double() * st.offload_held);
+    Bytes temp = (any_full ? largest_layer : largest_recomputed) + c.layer_input * 2;
     if (s == p.pp - 1) {
       // The loss's backward beside its saved fp32 softmax (counted in activations): Megatron's
       // vocab_parallel_cross_entropy turns that buffer into the gradient in place, and the upcast's
@@ -168,9 +183,10 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     for (int64_t i = 0; i < range.count; ++i) {
       const int64_t l = range.first + i;
       const LayerCost& lc = c.layer[static_cast<size_t>(l)];
-      const Bytes a = p.recompute == Recompute::kFull ? lc.act_input : lc.saved_activations(p.recompute);
-      r.peak_layers.push_back(
-          LayerMemory{l, Bytes::from_double(per_param * d(lc.params)), Bytes::from_double(a.to_double() * ps.inflight_microbatches)});
+      const int64_t offset = range.offset + i;
+      const Bytes a = p.recomputes_layer(offset) ? lc.act_input : lc.saved_activations(p.recompute);
+      const double held = p.offloads_layer(offset) ? ps.offload_held : ps.inflight_microbatches;
+      r.peak_layers.push_back(LayerMemory{l, Bytes::from_double(per_param * d(lc.params)), Bytes::from_double(a.to_double() * held)});
     }
   }
   return r;

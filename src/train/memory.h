@@ -89,6 +89,8 @@ struct StageMemory {
   int64_t params = 0;              // parameters on one rank of the stage
   double inflight_microbatches = 0;  // micro-batches' worth of the stage's activations held at peak
   std::vector<Bytes> chunk_activations;  // one micro-batch's saved activations per virtual chunk (vp)
+  std::vector<Bytes> chunk_offloaded;    // of those, the part that goes to host memory (activation offload)
+  double offload_held = 0;  // micro-batches' worth of the offloaded part held at peak (two layers' in flight)
   MemoryBreakdown memory;
 };
 

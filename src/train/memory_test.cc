@@ -168,6 +168,56 @@ TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
   EXPECT_GT(sum.count(), 0);
 }
 
+// Activation offload of the first K layers of each rank (Plan::offload_layers, Megatron's
+// --cpu-offloading-num-layers). GPT, 8 layers on pp 2 (4 per stage), 1F1B with m = 8: stage 0 holds
+// 2 micro-batches, stage 1 one. With A one layer's saved activations per micro-batch and E the
+// embedding output (stage 0 only), the offloaded layers keep min(in flight, 2 / K) micro-batches of
+// their K layers (two layers' buffers) and the others stay as without offload:
+//   none:         stage 0 = 2 (4A + E)
+//   all (-1):     stage 0 = (4A + E) x min(2, 2/4) = (4A + E) / 2  (the embedding output goes too)
+//   K = 2:        stage 0 = 2 (2A + E) + 2A x min(2, 1) = 6A + 2E;  stage 1 = 2A + 2A x min(1, 1): unchanged
+//   K = 3:        stage 0 = 2 (A + E) + 3A x min(2, 2/3) = 4A + 2E
+// By layer (the peak stage, 0): K = 2 holds A on each of layers 0-1 and 2A on layers 2-3. With full
+// recompute on the first 2 layers instead, those hold 2 x their input and layers 2-3 2A.
+TEST(Memory, OffloadingTheFirstLayersKeepsTwoOfThemInFlight) {
+  const auto model = model::ModelSpec::gpt({8, 4096, 32, 32, 16384, 51200, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  Plan p;
+  p.pp = 2;
+  p.gbs = 8;
+  p.seq = 2048;
+  p.precision = hw::DType::kFp16;
+  const ModelCosts c = model_costs(model, p, cm, comm);
+  const double a = c.layer[0].act_none.to_double();
+  const double e = c.pre.act_none.to_double();
+  ASSERT_GT(e, 0.0);
+  auto act = [&](const Plan& q, size_t stage) { return memory_model(model, q, c, gpu).stages[stage].memory.activations.to_double(); };
+  const double none0 = act(p, 0), none1 = act(p, 1);
+  EXPECT_NEAR(none0, 2.0 * (4.0 * a + e), 64.0);
+  Plan q = p;
+  q.activation_offload = true;
+  EXPECT_NEAR(act(q, 0), (4.0 * a + e) / 2.0, 64.0);
+  q.offload_layers = 2;
+  EXPECT_NEAR(act(q, 0), 6.0 * a + 2.0 * e, 64.0);
+  EXPECT_NEAR(act(q, 1), none1, 64.0);
+  const MemoryReport r = memory_model(model, q, c, gpu);
+  ASSERT_EQ(r.peak_stage, 0);
+  ASSERT_EQ(r.peak_layers.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(r.peak_layers[i].activations.to_double(), i < 2 ? a : 2.0 * a, 64.0) << i;
+  q.offload_layers = 3;
+  EXPECT_NEAR(act(q, 0), 4.0 * a + 2.0 * e, 64.0);
+  Plan rc = p;
+  rc.recompute = Recompute::kFull;
+  rc.recompute_layers = 2;
+  const MemoryReport rr = memory_model(model, rc, c, gpu);
+  ASSERT_EQ(rr.peak_layers.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(rr.peak_layers[i].activations.to_double(), 2.0 * (i < 2 ? c.layer[0].act_input.to_double() : a), 64.0) << i;
+  }
+}
+
 // The loss's backward on the last stage, beside the saved fp32 softmax: Megatron's in-place
 // vocab_parallel_cross_entropy adds only the bf16 logits gradient (2 b s V / tp bytes); PyTorch's eager
 // F.cross_entropy holds nll_loss's fp32 gradient and log_softmax's fp32 input gradient (8 b s V / tp).

@@ -22,13 +22,22 @@ std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& 
   const bool split = plan.schedule == Schedule::kZeroBubble;
   std::vector<Event> ev;
   ev.reserve(passes.size() * 2);
+  // Activation offload: the offloaded layers' share on the GPU while a pass runs (memory.cc).
+  Bytes offloaded;
+  for (const Bytes& b : st.chunk_offloaded) offloaded += b;
+  const Bytes in_flight = Bytes::from_double(offloaded.to_double() * st.offload_held);
   for (const PassTiming& x : passes) {
     if (x.stage != stage) continue;
-    const Bytes chunk = st.chunk_activations.at(static_cast<size_t>(x.chunk));
-    if (plan.activation_offload) {
-      if (x.kind == PassKind::kWeight) continue;
-      ev.push_back(Event{x.start, mb.activations, Bytes(0), 0});
-      ev.push_back(Event{x.end, Bytes(0) - mb.activations, Bytes(0), 0});
+    const size_t c = static_cast<size_t>(x.chunk);
+    // The part offloaded is on the GPU while a pass runs (the layers in flight, memory.cc); the rest
+    // stays from its forward to its backward.
+    const Bytes chunk = st.chunk_activations.at(c) - (plan.activation_offload ? st.chunk_offloaded.at(c) : Bytes(0));
+    if (plan.activation_offload && x.kind != PassKind::kWeight) {
+      ev.push_back(Event{x.start, in_flight, Bytes(0), 0});
+      ev.push_back(Event{x.end, Bytes(0) - in_flight, Bytes(0), 0});
+    }
+    if (chunk.count() == 0) {
+      // nothing stays on the GPU between the passes
     } else if (x.kind == PassKind::kForward) {
       // A sample where the forward starts: the activations ramp up over the pass (a plot drawn through
       // the samples shows the ramp, not a step from the previous sample).

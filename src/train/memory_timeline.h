@@ -8,8 +8,9 @@
 //   Activations: the forward pass of (chunk c, micro-batch i) adds chunk c's saved activations for one
 //     micro-batch (StageMemory::chunk_activations) when it ends; they are freed when the backward of the
 //     same (c, i) ends, or under ZB-H1 when its weight-gradient (W) pass ends, since W still reads the
-//     layers' inputs. With activation offload the report's on-GPU share is held while an F or B pass
-//     runs and nothing between passes.
+//     layers' inputs. With activation offload the offloaded layers' on-GPU share (two layers' in
+//     flight, memory.cc) is held while an F or B pass runs and nothing between passes; the layers that
+//     do not offload (Plan::offload_layers) are held as without offload.
 //   Temporary buffers: the report's backward working set while a B pass runs.
 //   Allocator overhead: MemoryConstants::allocator_fraction of the tensors at each instant. The traced
 //     caching allocator's reservation (Plan::allocator, train/allocator_trace.h) is not in the samples:

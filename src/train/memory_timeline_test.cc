@@ -23,7 +23,7 @@ struct Simulated {
 };
 
 // A 16-layer Llama-style model on p pipeline stages with m micro-batches, no communication cost.
-Simulated run(Schedule schedule, int64_t p, int64_t m, int64_t v = 1, bool offload = false) {
+Simulated run(Schedule schedule, int64_t p, int64_t m, int64_t v = 1, bool offload = false, int64_t offload_layers = -1) {
   static const auto model = model::ModelSpec::llama({16, 1024, 8, 8, 4096, 32000, 1024});
   static const hw::GpuSpec gpu = test_gpu();
   static const compute::ComputeModel cm(gpu);
@@ -35,6 +35,7 @@ Simulated run(Schedule schedule, int64_t p, int64_t m, int64_t v = 1, bool offlo
   plan.seq = 1024;
   plan.schedule = schedule;
   plan.activation_offload = offload;
+  plan.offload_layers = offload_layers;
   const ModelCosts c = model_costs(model, plan, cm, comm);
   StepOptions o;
   o.record_passes = true;
@@ -146,6 +147,22 @@ TEST(MemoryTimeline, OffloadHoldsOnlyTheOnGpuShareDuringPasses) {
   for (int64_t s = 0; s < 2; ++s) {
     const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
     EXPECT_EQ(most_chunks(t), 0);
+    EXPECT_EQ(timeline_peak(t).total, r.memory.stages[static_cast<size_t>(s)].memory.total());
+  }
+}
+
+// Offloading the first 4 of each stage's 8 layers: the other 4 stay from forward to backward as
+// without offload, so the chunks held reach the schedule's in-flight count (1F1B: p - s), and the peak
+// is again the report's total (those chunks, the offloaded layers' two in flight and the backward's
+// working set, all in one backward pass).
+TEST(MemoryTimeline, PartialOffloadKeepsTheOtherLayersAsWithoutOffload) {
+  const Simulated r = run(Schedule::kOneFOneB, 2, 4, 1, true, 4);
+  Plan plan = plan_of(Schedule::kOneFOneB, 2, 4);
+  plan.activation_offload = true;
+  plan.offload_layers = 4;
+  for (int64_t s = 0; s < 2; ++s) {
+    const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+    EXPECT_EQ(most_chunks(t), 2 - s);
     EXPECT_EQ(timeline_peak(t).total, r.memory.stages[static_cast<size_t>(s)].memory.total());
   }
 }

@@ -326,11 +326,23 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
       add("shard", fmt::format("shard group {} given without sharding (choose zero1|zero2|zero3)", p.shard_group));
     }
   }
-  if (p.recompute == Recompute::kFull && p.recompute_layers >= 0 && e.empty()) {
+  if (p.recompute_layers < -1) {
+    add("recompute_layers", fmt::format("recompute_layers={}: expected -1 (every layer) or a count >= 0", p.recompute_layers));
+  } else if (p.recompute == Recompute::kFull && p.recompute_layers >= 0 && e.empty()) {
     const int64_t most = max_stage_layers(p, m.layers);
     if (most > 0 && p.recompute_layers > most) {
       add("recompute_layers",
           fmt::format("recompute_layers={} exceeds the layers per pipeline rank ({})", p.recompute_layers, most));
+    }
+  }
+  if (p.offload_layers == 0 || p.offload_layers < -1) {
+    add("offload_layers", fmt::format("offload_layers={}: expected -1 (every activation) or a count >= 1", p.offload_layers));
+  } else if (p.offload_layers > 0 && !p.activation_offload) {
+    add("offload_layers", fmt::format("offload_layers={} given without activation offload", p.offload_layers));
+  } else if (p.offload_layers > 0 && e.empty()) {
+    const int64_t most = max_stage_layers(p, m.layers);
+    if (most > 0 && p.offload_layers > most) {
+      add("offload_layers", fmt::format("offload_layers={} exceeds the layers per pipeline rank ({})", p.offload_layers, most));
     }
   }
   if (!(p.load_imbalance >= 1.0 && std::isfinite(p.load_imbalance))) {

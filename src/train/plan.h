@@ -125,6 +125,10 @@ struct Plan {
   Recompute recompute = Recompute::kNone;
   int64_t recompute_layers = -1;  // kFull: recompute this many layers per stage; -1 = all
   bool activation_offload = false;  // saved activations to host memory over PCIe, asynchronously
+  // activation_offload: the first this many transformer layers of each pipeline rank (in its chunks'
+  // order) offload, the others keep their activations (Megatron's --cpu-offloading-num-layers, TE's
+  // get_cpu_offload_context); -1 = every saved activation, the embedding output and logits included.
+  int64_t offload_layers = -1;
   bool optimizer_offload = false;   // Adam states and master weights on the host; the step on the CPU
 
   // ---- numerics
@@ -187,6 +191,15 @@ struct Plan {
   // Whether the optimizer keeps a master copy of its own (fp32 or fp16); without one (none, or only
   // Apex's remainders beside them) the 16-bit weights are the parameters it updates.
   bool separate_master() const;
+  // Whether the layer at `offset` in its pipeline rank (LayerRange::offset + its index in the chunk)
+  // has its activations fully recomputed (recompute full, the first recompute_layers) or offloaded
+  // (activation_offload, the first offload_layers).
+  bool recomputes_layer(int64_t offset) const {
+    return recompute == Recompute::kFull && (recompute_layers < 0 || offset < recompute_layers);
+  }
+  bool offloads_layer(int64_t offset) const {
+    return activation_offload && (offload_layers < 0 || offset < offload_layers);
+  }
   // This plan in precision `p`, its fp8-only settings (fp8_attention, fp8_recipe) kept under fp8 and
   // reset otherwise: the planner's precision search.
   Plan in_precision(hw::DType p) const;

@@ -119,6 +119,25 @@ TEST(Plan, EveryConstraintHasItsKey) {
     EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "tp"));
   }
   {
+    // Llama 3 8B: 32 layers on pp 1. Layer counts: -1 (all) or within the rank's 32.
+    Plan p;
+    p.recompute = Recompute::kFull;
+    p.recompute_layers = -2;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "recompute_layers"));
+    p.recompute_layers = 33;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "recompute_layers"));
+    p.recompute_layers = 32;
+    EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "recompute_layers"));
+    p.offload_layers = 4;  // without activation offload
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "offload_layers"));
+    p.activation_offload = true;
+    EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "offload_layers"));
+    for (int64_t bad : {int64_t{0}, int64_t{-2}, int64_t{33}}) {
+      p.offload_layers = bad;
+      EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "offload_layers")) << bad;
+    }
+  }
+  {
     Plan p;
     p.master_weights = MasterWeights::kRemainders;  // bf16 weights' low bits of an fp32 optimizer
     EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "master_weights"));

@@ -99,7 +99,7 @@ Time optimizer_time(const Plan& p, int64_t params, const compute::ComputeModel& 
   // The simulator's optimizer task (train/simulator.h, "Optimizer").
   const double local = d(params) / d(p.sharding == Sharding::kNone ? 1 : p.shard_size());
   if (p.optimizer_offload) {
-    return Bytes::from_double(local * (d(p.grad_bytes) + 2.0)) / cm.gpu().pcie.bandwidth_per_direction +
+    return Bytes::from_double(local * (d(p.grad_bytes) + 2.0)) / cm.gpu().host_copy_bandwidth() +
            Time::seconds(local / kCpuAdamParamsPerSecond);
   }
   return cm.memory_bound(Bytes::from_double(local * d(p.optimizer_step_bytes())));
@@ -135,6 +135,18 @@ class CollectiveMemo {
   int64_t last_params_ = -1;
   Time last_;
 };
+
+// The largest k in [lo, hi] with pred(k), where pred holds on [lo, K] and not beyond, by bisection.
+// REQUIRES: pred(lo).
+template <class Pred>
+int64_t last_true(int64_t lo, int64_t hi, Pred pred) {
+  if (pred(hi)) return hi;
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (pred(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
 
 }  // namespace
 
@@ -397,51 +409,84 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       },
       [&](size_t done) { report("filter", done, n); });
 
-  // Phase 1b: selective unsharding. For a ZeRO-3 plan within the budget, the most layers per pipeline
-  // rank that can stay gathered (the memory grows with each, so a bisection finds it); a variant
-  // keeping them joins the candidates when that is at least one layer.
-  if (o.space.unshard) {
-    std::vector<int64_t> keep(n, 0);
-    parallel_for(n, 64, threads, [&](size_t i) {
+  // Phase 1b: budget-filling variants (SearchSpace::partial_recompute, unshard). For each candidate
+  // `eligible` accepts, the layer count k in [lo, hi] that the budget allows, by bisection on the memory
+  // model (the peak is monotone in k): the largest k that fits when `grows` (the peak rises with k),
+  // else the smallest. A variant with `apply(plan, k)` joins the candidates when k lies in
+  // [keep_lo, keep_hi]; the variants follow the candidates in their order and are costed like them.
+  struct VariantRule {
+    std::function<bool(const Candidate&)> eligible;
+    std::function<void(Plan&, int64_t)> apply;
+    int64_t lo = 0;    // the range searched, hi = the busiest pipeline rank's layers
+    bool grows = true;
+    int64_t keep_lo = 1;    // variants kept for k in [keep_lo, hi - keep_below_hi]
+    int64_t keep_below_hi = 0;
+  };
+  auto add_variants = [&](const VariantRule& rule) -> int64_t {
+    const size_t from = cands.size();
+    std::vector<int64_t> pick(from, -1);
+    parallel_for(from, 64, threads, [&](size_t i) {
       const Candidate& c = cands[i];
-      if (c.status != CandidateStatus::kPruned || c.plan.sharding != Sharding::kZero3 ||
-          group_size(c.plan, Group::kDpShard) <= 1 || c.plan.unsharded_layers > 0) {
-        return;
-      }
+      if (!rule.eligible(c)) return;
       try {
         const AlphaBetaComm comm(cluster, c.plan);
         const ModelCosts costs = model_costs(model, c.plan, compute, comm);
         auto fits_with = [&](int64_t k) {
           Plan p = tensors_only(c.plan);
-          p.unsharded_layers = k;
+          rule.apply(p, k);
           return memory_model(model, p, costs, gpu, o.evaluate.memory).peak <= r.budget;
         };
-        int64_t lo = 0, hi = max_stage_layers(c.plan, model.layers);  // fits_with(lo) holds
-        if (fits_with(hi)) {
-          keep[i] = hi;
-          return;
+        const int64_t hi = max_stage_layers(c.plan, model.layers);
+        int64_t k = -1;
+        if (rule.grows) {
+          k = last_true(rule.lo, hi, fits_with);  // fits_with(lo): the candidate is within the budget
+        } else if (fits_with(hi)) {
+          k = fits_with(rule.lo) ? rule.lo : last_true(rule.lo, hi, [&](int64_t j) { return !fits_with(j); }) + 1;
         }
-        while (hi - lo > 1) {
-          const int64_t mid = lo + (hi - lo) / 2;
-          (fits_with(mid) ? lo : hi) = mid;
-        }
-        keep[i] = lo;
+        if (k >= rule.keep_lo && k <= hi - rule.keep_below_hi) pick[i] = k;
       } catch (const std::exception&) {
         // the plan's own evaluation reports it when simulated
       }
     });
-    const size_t first_variant = cands.size();
-    for (size_t i = 0; i < n; ++i) {
-      if (keep[i] <= 0) continue;
+    for (size_t i = 0; i < from; ++i) {
+      if (pick[i] < 0) continue;
       Candidate v;
       v.index = cands.size();
       v.plan = cands[i].plan;
-      v.plan.unsharded_layers = keep[i];
+      rule.apply(v.plan, pick[i]);
       cands.push_back(std::move(v));
     }
-    r.counts.unsharded = static_cast<int64_t>(cands.size() - first_variant);
-    // Within the budget by construction (the bisection's peak is cost's).
-    parallel_for(cands.size() - first_variant, 64, threads, [&](size_t k) { cost(cands[first_variant + k]); });
+    // Valid as their plans are (the layer counts are within the ranks' layers), and within the budget
+    // by construction (the bisection's peak is cost's).
+    parallel_for(cands.size() - from, 64, threads, [&](size_t k) { cost(cands[from + k]); });
+    return static_cast<int64_t>(cands.size() - from);
+  };
+
+  // Partial recompute: a plan without recompute that is over the budget, recomputing (full) the fewest
+  // layers per pipeline rank that bring it within (Megatron's --recompute-num-layers; the rest keep
+  // their activations). The peak falls with each layer from one on (the first adds the recomputed
+  // layer's working set), and k = all is the enumerated full-recompute plan, so 1 <= k < all.
+  if (o.space.partial_recompute) {
+    r.counts.partial_recompute = add_variants(VariantRule{
+        [](const Candidate& c) {
+          return c.status == CandidateStatus::kOverBudget && c.plan.recompute == Recompute::kNone;
+        },
+        [](Plan& p, int64_t k) {
+          p.recompute = Recompute::kFull;
+          p.recompute_layers = k;
+        },
+        1, false, 1, 1});
+  }
+  // Selective unsharding: a ZeRO-3 plan within the budget keeping the most layers per pipeline rank
+  // gathered that still fit (the peak grows with each).
+  if (o.space.unshard) {
+    r.counts.unsharded = add_variants(VariantRule{
+        [](const Candidate& c) {
+          return c.status == CandidateStatus::kPruned && c.plan.sharding == Sharding::kZero3 &&
+                 group_size(c.plan, Group::kDpShard) > 1 && c.plan.unsharded_layers == 0;
+        },
+        [](Plan& p, int64_t k) { p.unsharded_layers = k; },
+        0, true, 1, 0});
   }
 
   std::vector<size_t> fitting;
@@ -536,7 +581,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       }
     }
   }
-  r.counts.enumerated = static_cast<int64_t>(cands.size());  // the plans and the unsharding variants
+  r.counts.enumerated = static_cast<int64_t>(cands.size());  // the plans and the variants (phase 1b)
   r.counts.simulated = static_cast<int64_t>(sim.size());
   r.counts.fits = r.counts.simulated + r.counts.pruned;
   std::sort(sim.begin(), sim.end(), [](const Candidate* a, const Candidate* b) { return faster(*a, *b); });

@@ -6,8 +6,9 @@
 //   What: a search, not a model. Candidates are enumerated in a fixed nested order (tp, pp, cp, ep, MoE
 //     dispatcher, schedule and vp, mbs, sharding and HSDP group, recompute, sp); each is checked with
 //     validate_plan() (train/plan.h), then costed (train/layer_costs.h) and its memory computed
-//     (train/memory.h), exactly what evaluate() does with simulate = false. Plans within the memory
-//     budget are simulated with evaluate() (train/train.h).
+//     (train/memory.h), exactly what evaluate() does with simulate = false. Optional variants fill the
+//     budget (SearchSpace::partial_recompute, unshard): a layer count found by bisection on the memory
+//     model. Plans within the memory budget are simulated with evaluate() (train/train.h).
 //   Memory: the search, its budget, the front and the pruning use the tensors (plus the CUDA context:
 //     Plan::allocator none), what torch's max_memory_allocated reports and what PyTorch needs before
 //     it raises an out-of-memory error, since it frees its cache and retries first. The plans reported
@@ -86,6 +87,13 @@ struct SearchSpace {
   // order of the plans they come from). Off by default: a variant fills the budget with its tensors, so
   // its caching-allocator reservation may pass the capacity (give --budget-gib below it for headroom).
   bool unshard = false;
+  // Partial recompute: every plan without recompute that is over the budget also as a variant that
+  // recomputes (full) the fewest layers per pipeline rank that bring it within (Plan::recompute_layers,
+  // Megatron's --recompute-method block --recompute-num-layers), between 1 and one less than the rank's
+  // layers (all of them is the enumerated full-recompute plan). The variants follow the enumerated plans
+  // in their order, before the unsharding ones. Off by default for the reason unshard is: a variant
+  // fills the budget with its tensors.
+  bool partial_recompute = false;
   // MoE plans with ep > 1: one plan per token dispatcher listed (Plan::moe_dispatcher). Empty: the base
   // plan's dispatcher only. Plans without expert parallelism keep the base's (nothing is exchanged). A
   // plan with kAllToAll drops the base's moe_ranks_per_token, which only deepep reads.
@@ -157,6 +165,7 @@ struct PlannerCounts {
   int64_t errors = 0;       // the simulator failed (CandidateStatus::kError)
   int64_t flow_simulated = 0;  // re-simulated on the topology (phase 3; 0 without one)
   int64_t unsharded = 0;       // of the enumerated, the selective-unsharding variants (SearchSpace::unshard)
+  int64_t partial_recompute = 0;  // of the enumerated, the partial-recompute variants (SearchSpace::partial_recompute)
   // enumerated = invalid + over_budget + fits + errors; fits = simulated + pruned.
 };
 

@@ -433,6 +433,94 @@ TEST(Planner, UnshardingVariantsKeepTheMostLayersTheBudgetAllows) {
   EXPECT_GE(r.top[0].tokens_per_s_per_gpu, off.top[0].tokens_per_s_per_gpu);
 }
 
+// Partial recompute (SearchSpace::partial_recompute). The budget lies halfway between one plan's peak
+// without recompute and its peak with full recompute (tp 1, pp 1, dp 8, mbs 2: its 4 layers on one rank,
+// one micro-batch in flight). With A a layer's activations, a its input and T the rest (weights,
+// gradients, optimizer, buffers): none = T + 4A, full = T + 4a + A (the inputs kept, one layer
+// re-materialized in its backward: train/memory.h), k layers recomputed = T + (4 - k) A + k a + A, so
+// the midpoint T + 2.5 A + 2 a admits k = 3 (T + 2A + 3a, as a < A / 2) and not k = 2 (T + 3A + 2a):
+// that plan's variant recomputes 3 of its 4 layers. For every variant: full recompute on 1 <= k < the
+// rank's layers, within the budget, its source (the same plan without recompute) over it, one layer
+// fewer over it too, and no slower than its full-recompute twin when both are simulated (it does k of
+// the twin's 4 layers' recompute work). The best plan can only gain.
+TEST(Planner, PartialRecomputeVariantsRecomputeTheFewestLayersThatFit) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.keep_candidates = true;
+  o.prune = false;
+  o.space.shardings = {Sharding::kNone};
+  o.space.hsdp = false;
+  o.space.recomputes = {Recompute::kNone, Recompute::kFull};
+  o.space.sp_off = false;
+  const PlannerResult plain = plan_training(s.model, s.cluster, s.cm, o);
+  const Candidate* none = nullptr;
+  const Candidate* full = nullptr;
+  for (const Candidate& c : plain.candidates) {
+    const Plan& p = c.plan;
+    if (c.status == CandidateStatus::kInvalid || p.tp != 1 || p.pp != 1 || p.mbs != 2) continue;
+    (p.recompute == Recompute::kNone ? none : full) = &c;
+  }
+  ASSERT_NE(none, nullptr);
+  ASSERT_NE(full, nullptr);
+  ASSERT_GT(none->peak, full->peak);
+  o.budget = Bytes((none->peak.count() + full->peak.count()) / 2);
+  o.space.partial_recompute = true;
+  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, o);
+  o.space.partial_recompute = false;
+  const PlannerResult off = plan_training(s.model, s.cluster, s.cm, o);
+  ASSERT_GT(r.counts.partial_recompute, 0);
+  EXPECT_EQ(r.counts.unsharded, 0);
+  EXPECT_EQ(r.counts.enumerated, off.counts.enumerated + r.counts.partial_recompute);
+  EXPECT_EQ(r.counts.enumerated, r.counts.invalid + r.counts.over_budget + r.counts.fits + r.counts.errors);
+  const size_t n = static_cast<size_t>(off.counts.enumerated);
+  auto peak_of = [&](const Plan& plan) {
+    Plan p = plan;
+    p.allocator = AllocatorMode::kNone;  // the search's memory is the tensors'
+    const AlphaBetaComm comm(s.cluster, p);
+    return memory_model(s.model, p, model_costs(s.model, p, s.cm, comm), s.gpu, o.evaluate.memory).peak;
+  };
+  bool chosen = false;
+  for (size_t i = n; i < r.candidates.size(); ++i) {
+    const Candidate& v = r.candidates[i];
+    EXPECT_EQ(v.index, i);
+    ASSERT_EQ(v.plan.recompute, Recompute::kFull);
+    const int64_t k = v.plan.recompute_layers;
+    ASSERT_GE(k, 1);
+    EXPECT_LT(k, max_stage_layers(v.plan, s.model.layers));
+    EXPECT_LE(v.peak, r.budget);
+    const Candidate* source = nullptr;
+    const Candidate* twin = nullptr;
+    for (size_t j = 0; j < n; ++j) {
+      Plan p = r.candidates[j].plan;
+      const Recompute rc = p.recompute;
+      p.recompute = Recompute::kFull;
+      p.recompute_layers = k;
+      if (!same_shape(p, v.plan)) continue;
+      (rc == Recompute::kNone ? source : twin) = &r.candidates[j];
+    }
+    ASSERT_NE(source, nullptr) << "variant " << i;
+    EXPECT_EQ(source->status, CandidateStatus::kOverBudget);
+    if (k > 1) {
+      Plan fewer = v.plan;
+      fewer.recompute_layers = k - 1;
+      EXPECT_GT(peak_of(fewer), r.budget) << "variant " << i << " could recompute one layer fewer";
+    }
+    if (twin != nullptr && twin->status == CandidateStatus::kSimulated && v.status == CandidateStatus::kSimulated) {
+      EXPECT_LE(v.step_time, twin->step_time) << "variant " << i;
+    }
+    if (v.plan.tp == 1 && v.plan.pp == 1 && v.plan.mbs == 2) {
+      chosen = true;
+      EXPECT_EQ(k, 3);
+      EXPECT_EQ(v.status, CandidateStatus::kSimulated);
+    }
+  }
+  EXPECT_TRUE(chosen);
+  EXPECT_EQ(r.bound_violations, 0);
+  ASSERT_FALSE(r.top.empty());
+  ASSERT_FALSE(off.top.empty());
+  EXPECT_GE(r.top[0].tokens_per_s_per_gpu, off.top[0].tokens_per_s_per_gpu);
+}
+
 TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
   Small s;
   PlannerOptions o = s.options();

@@ -46,7 +46,7 @@ class Builder {
  public:
   Builder(const model::ModelSpec& m, const Plan& p, const ModelCosts& c, const compute::ComputeModel& cm,
           const CommModel& comm, const StepOptions& o)
-      : m_(m), p_(p), c_(c), cm_(cm), comm_(comm), o_(o), pcie_(cm.gpu().pcie.bandwidth_per_direction) {
+      : m_(m), p_(p), c_(c), cm_(cm), comm_(comm), o_(o), host_copy_(cm.gpu().host_copy_bandwidth()) {
     m_mb_ = static_cast<int32_t>(p.microbatches());
     v_ = static_cast<int32_t>(p.vp);
     pp_ = static_cast<int32_t>(p.pp);
@@ -63,7 +63,7 @@ class Builder {
     send_b_.assign(n, -1);
     w_first_.assign(n, -1);
     w_last_.assign(n, -1);
-    h2d_.assign(n, -1);
+    if (p.activation_offload) to_host_.resize(n);
     traced_.assign(static_cast<size_t>(pp_), 0);
     for (int32_t s : o.trace_stages) {
       if (s >= 0 && s < pp_) traced_[static_cast<size_t>(s)] = 1;
@@ -117,11 +117,7 @@ class Builder {
   double slow(int32_t s) const {
     return static_cast<size_t>(s) < o_.stage_slowdown.size() ? std::max(1.0, o_.stage_slowdown[static_cast<size_t>(s)]) : 1.0;
   }
-  bool full_recompute(int32_t s, int32_t c, int64_t i) const {
-    if (p_.recompute != Recompute::kFull) return false;
-    if (p_.recompute_layers < 0) return true;
-    return range(s, c).offset + i < p_.recompute_layers;
-  }
+  bool full_recompute(int32_t s, int32_t c, int64_t i) const { return p_.recomputes_layer(range(s, c).offset + i); }
 
   // The shared resource of stage s's traffic of group g (its network or its scale-up egress), or -1
   // when links are not shared or the model does not say which link carries it.
@@ -224,13 +220,12 @@ class Builder {
     return n;
   }
 
-  Bytes chunk_activation(int32_t s, int32_t c) const {
-    Bytes a;
-    for (int64_t i = 0; i < n_layers(s, c); ++i) {
-      const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
-      a += full_recompute(s, c, i) ? l.act_input : l.saved_activations(p_.recompute);
-    }
-    return a;
+  // Activation offload (Plan::offloads_layer): whether chunk c's layer i goes to host memory, and the
+  // bytes one micro-batch of it saves.
+  bool offloads(int32_t s, int32_t c, int64_t i) const { return p_.offloads_layer(range(s, c).offset + i); }
+  Bytes layer_saved(int32_t s, int32_t c, int64_t i) const {
+    const LayerCost& l = c_.layer[static_cast<size_t>(layer_of(s, c, i))];
+    return full_recompute(s, c, i) ? l.act_input : l.saved_activations(p_.recompute);
   }
 
   // Gradient reduction of `bytes` of gradients over the DP groups, as one task per collective.
@@ -298,10 +293,21 @@ class Builder {
       const bool last_mb = mb == m_mb_ - 1;
       const bool first_forward =
           gather_overlap && pass.kind == PassKind::kForward && chunk_first_forward[static_cast<size_t>(c)] < 0;
+      // Activation offload, layer by layer as Transformer Engine's double-buffered offload handler runs
+      // it (get_cpu_offload_context): a layer's copy to the host starts when its forward ends, and the
+      // forward two layers up waits for it (two layers' buffers on the GPU: memory.cc); in the backward
+      // a layer's copy back starts once the backward two layers up has freed its buffer (the top two
+      // when the pass is next on the compute stream), and its backward waits for it.
+      const bool offload_pass = pass.kind != PassKind::kWeight && offloads(s, c, 0);
       // Per-layer tasks where something happens between layers: FSDP gathers and reductions, the
-      // parameter buckets of the first forward and the gradient buckets of the last micro-batch.
-      const bool per_layer = zero3 || first_forward ||
+      // parameter buckets of the first forward, the gradient buckets of the last micro-batch and the
+      // offload copies.
+      const bool per_layer = zero3 || first_forward || offload_pass ||
                              (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce);
+      const TaskId before_pass = compute_order.empty() ? -1 : compute_order.back();
+      std::vector<TaskId>& to_host = offload_pass ? to_host_[idx(s, c, mb)] : no_tasks_;
+      if (offload_pass && pass.kind == PassKind::kForward) to_host.assign(static_cast<size_t>(n_layers(s, c)), -1);
+      std::vector<TaskId> pieces_by_layer(offload_pass ? static_cast<size_t>(n_layers(s, c)) : 0, -1);
       const int64_t pieces = per_layer ? n_layers(s, c) : 1;
       const int64_t width = per_layer ? 1 : n_layers(s, c);
       TaskId first = -1;
@@ -362,6 +368,25 @@ class Builder {
           last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id_last;
         }
         if (first_forward) first_forward_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id;
+        if (offload_pass) {
+          const auto at = static_cast<size_t>(lo);
+          pieces_by_layer[at] = id_last;
+          if (pass.kind == PassKind::kForward) {
+            if (lo >= 2) dep(id, to_host[at - 2]);
+            if (offloads(s, c, lo)) {
+              const TaskId down = add_task(s, st.d2h, layer_saved(s, c, lo) / host_copy_, TimeCategory::kOffload, Parts{}, false,
+                                           "offload-d2h", [&] { return fmt::format("offload mb{} c{} l{}", mb, c, lo); });
+              dep(down, id_last);
+              to_host[at] = down;
+            }
+          } else if (offloads(s, c, lo) && to_host.size() > at) {
+            const TaskId up = add_task(s, st.h2d, layer_saved(s, c, lo) / host_copy_, TimeCategory::kOffload, Parts{}, false,
+                                       "offload-h2d", [&] { return fmt::format("reload mb{} c{} l{}", mb, c, lo); });
+            dep(up, to_host[at]);
+            dep(up, at + 2 < pieces_by_layer.size() ? pieces_by_layer[at + 2] : before_pass);
+            dep(id, up);
+          }
+        }
         if (first < 0) first = id;
         prev = id_last;
       }
@@ -378,17 +403,6 @@ class Builder {
           dep(send, prev);
           send_f_[i] = send;
         }
-        if (p_.activation_offload) {
-          const Bytes a = chunk_activation(s, c);
-          const Time t = a / p_cluster_pcie();
-          const TaskId down = add_task(s, st.d2h, t, TimeCategory::kOffload, Parts{}, false, "offload-d2h",
-                                       [&] { return fmt::format("offload mb{} c{}", mb, c); });
-          dep(down, prev);
-          const TaskId up = add_task(s, st.h2d, t, TimeCategory::kOffload, Parts{}, false, "offload-h2d",
-                                     [&] { return fmt::format("reload mb{} c{}", mb, c); });
-          dep(up, down);
-          h2d_[i] = up;
-        }
       } else if (pass.kind == PassKind::kWeight) {
         w_first_[i] = first;
         w_last_[i] = prev;
@@ -404,7 +418,6 @@ class Builder {
           send_b_[i] = send;
         }
         dep(first, f_last_[i]);
-        dep(first, h2d_[i]);
       }
     }
     // Data-parallel gradient reduction (ZeRO-0/1/2) in buckets, and the parameter all-gather.
@@ -465,7 +478,6 @@ class Builder {
   }
 
   TaskId w_last(int32_t s, int32_t c) const { return w_last_[idx(s, c, m_mb_ - 1)]; }
-  Bandwidth p_cluster_pcie() const { return pcie_; }
 
   void link_pipeline() {
     for (int32_t s = 0; s < pp_; ++s) {
@@ -497,7 +509,7 @@ class Builder {
     Time t;
     TimeCategory category = TimeCategory::kOptimizer;
     if (p_.optimizer_offload) {
-      t = Bytes::from_double(local * (d(p_.grad_bytes) + 2.0)) / pcie_ + Time::seconds(local / kCpuAdamParamsPerSecond);
+      t = Bytes::from_double(local * (d(p_.grad_bytes) + 2.0)) / host_copy_ + Time::seconds(local / kCpuAdamParamsPerSecond);
       category = TimeCategory::kOffload;
     } else {
       t = cm_.memory_bound(Bytes::from_double(local * d(p_.optimizer_step_bytes())));
@@ -661,8 +673,11 @@ class Builder {
   std::vector<std::string> trace_names_;
   std::vector<std::string> trace_streams_;
   std::vector<uint8_t> traced_;
-  std::vector<TaskId> f_first_, f_last_, b_first_, b_last_, w_first_, w_last_, send_f_, send_b_, h2d_;
-  Bandwidth pcie_;
+  std::vector<TaskId> f_first_, f_last_, b_first_, b_last_, w_first_, w_last_, send_f_, send_b_;
+  // Activation offload: per (stage, chunk, micro-batch), each layer's copy-to-host task (-1: none).
+  std::vector<std::vector<TaskId>> to_host_;
+  std::vector<TaskId> no_tasks_;
+  Bandwidth host_copy_;
   std::vector<std::vector<TaskId>> dp_tasks_;
   struct CollectiveMemo {
     const CommModel* model;

@@ -226,6 +226,57 @@ TEST(Simulator, ParameterGatherOverlapsTheFirstForwardBucketByBucket) {
   EXPECT_EQ(simulate_step(f.model, plan, c, f.cm, slow).step_time, ms(3) + ms(48) * m + ms(3) + opt);
 }
 
+// Activation offload, layer by layer (Transformer Engine's double-buffered handler): pp 1, one
+// micro-batch, L = 16 synthetic layers of forward f = 1 ms and backward b = 2 ms (input 1 + weight 1),
+// each saving S bytes, copied over the test GPU's 32 GB/s PCIe at hw::kHostCopyEfficiency (0.8), in
+// x = S / 25.6 GB/s per direction. Slow copies, S = 76.8 MB, x = 3 ms > f, b: layer l's copy to the host starts when its forward ends and
+// the copies run back to back, d2h(l) = [f + l x, f + (l + 1) x]; the forward of layer l >= 2 waits for
+// d2h(l - 2), so the forward ends at f + (L - 2) x + f. The top two layers' copies back start as their
+// copies out end (the forward has ended), r(L-2) = [f + (L-1) x, f + L x], r(L-1) = [f + L x, f + (L+1) x];
+// every lower one starts when the backward two layers up has ended and the host-to-device copy stream
+// is free, which with x > b is the previous copy's end: r(l) ends at f + (2L - 1 - l) x + b for l <= L-3,
+// and B(0) runs after r(0): step = f + (2L - 1) x + 2b + optimizer = 1 + 93 + 4 = 98 ms + optimizer
+// (without offload L (f + b) = 48 ms). Fast copies, S = 12.8 MB, x = 0.5 ms <= f, b: every copy out ends
+// before the forward two layers up starts, and every copy back (after the top two, which start when
+// the forward ends, one after the other) before the backward that needs it: only the top two copies
+// back are exposed, step = L (f + b) + 2x = 49 ms + optimizer. Offloading only the first 8 layers
+// (Plan::offload_layers) with the slow copies: d2h(l) as above for l < 8, the last ending at f + 8x =
+// 25 ms; layer 8 waits for d2h(6) (22 ms) and layer 9 for d2h(7), so the forward ends at 25 + 7f = 32
+// ms. Layers 15..8 need nothing back: their backward runs 32-48 ms, B(9) ending at 46. r(7) starts
+// then (46-49), r(6) when B(8) ends and the stream is free (49-52); from there each copy back follows
+// the backward two layers up and the previous copy (x > b), r(l) ending at 49 + 3 (7 - l), so B(0)
+// runs 70-72: step = 72 ms + optimizer.
+TEST(Simulator, ActivationOffloadCopiesLayerByLayerBesideTheCompute) {
+  Fixture f;
+  const int64_t layers = 16;
+  auto step = [&](double saved_mb, int64_t offload_layers) {
+    ModelCosts c = synthetic(layers, ms(1), ms(1), ms(1));
+    for (LayerCost& l : c.layer) l.act_none = Bytes::from_double(saved_mb * 1e6);
+    Plan plan;
+    plan.gbs = 1;
+    plan.activation_offload = offload_layers != 0;
+    plan.offload_layers = offload_layers == 0 ? -1 : offload_layers;
+    return simulate_step(f.model, plan, c, f.cm, testing::NoComm{}).step_time;
+  };
+  // Copy times are S / (0.8 x 32 GB/s), exact to well under a nanosecond.
+  auto near = [&](Time a, Time b) { EXPECT_NEAR(a.to_seconds(), b.to_seconds(), 1e-9); };
+  near(step(76.8, 0), ms(48) + f.opt());
+  near(step(76.8, -1), ms(98) + f.opt());
+  near(step(12.8, -1), ms(49) + f.opt());
+  near(step(76.8, 8), ms(72) + f.opt());
+  // The same slow layers on a GPU whose host path is NVLink-C2C at 4 x the PCIe rate: x = 0.75 ms <= f,
+  // b, so only the top two copies back are exposed (the fast case above): 48 + 1.5 ms.
+  hw::GpuSpec c2c = f.gpu;
+  c2c.host_link = hw::HostLink{"NVLink-C2C", Bandwidth(128e9)};
+  const compute::ComputeModel cm(c2c);
+  ModelCosts c = synthetic(layers, ms(1), ms(1), ms(1));
+  for (LayerCost& l : c.layer) l.act_none = Bytes::from_double(76.8e6);
+  Plan plan;
+  plan.gbs = 1;
+  plan.activation_offload = true;
+  near(simulate_step(f.model, plan, c, cm, testing::NoComm{}).step_time, ms(49.5) + f.opt());
+}
+
 // A stage with its own communication model (a slow link on one of its ranks): the exposed all-reduce of
 // the test above takes that model's 12 ms instead of 5 ms, so the step grows by exactly 7 ms.
 TEST(Simulator, AStagesOwnCommunicationModelTimesItsCollectives) {

@@ -11,7 +11,10 @@ plans that differ in one setting. Each relation below holds for every plan, with
   deterministic  the same command twice gives byte-identical JSON (rule 6)
   recompute      --recompute full: the step is not shorter (the backward redoes the forward) and the peak
                  not higher (only layer inputs are saved) than --recompute none
-  offload        --activation-offload / --optimizer-offload: the peak is not higher
+  offload        --activation-offload / --optimizer-offload: the peak is not higher; --offload-layers 1
+                 (the first layer of each rank) keeps the tensors' peak at most that without offload, and
+                 offloading everything at most that of one layer (two layers' buffers replace each
+                 offloaded layer's in-flight micro-batches)
   optimizer      --optimizer-dtype bf16 --master-weights none (4 instead of 12 bytes of states per
                  parameter): the tensors' peak (peak less the allocator's reservation) is not higher
   fp8            --precision fp8 against bf16 (h100): the tensors' peak is not higher (Transformer Engine
@@ -101,6 +104,8 @@ PAIRS = {
                   lambda a, b: le(a['step_time_s'], b['step_time_s']) and b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
     'activation offload': ([], ['--activation-offload'], lambda a, b: b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
     'optimizer offload': ([], ['--optimizer-offload'], lambda a, b: b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
+    'offload one layer': ([], ['--offload-layers', '1'], lambda a, b: tensors(b) <= tensors(a), True),
+    'offload every layer': (['--offload-layers', '1'], ['--activation-offload'], lambda a, b: tensors(b) <= tensors(a), True),
     'optimizer states': ([], ['--optimizer-dtype', 'bf16', '--master-weights', 'none'],
                          lambda a, b: tensors(b) <= tensors(a), True),
     'fp8 memory': (['--precision', 'bf16'], ['--precision', 'fp8'], lambda a, b: tensors(b) <= tensors(a), True),
