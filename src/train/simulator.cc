@@ -220,6 +220,24 @@ class Builder {
     return n;
   }
 
+  // Transformer Engine's delayed scaling: when a model chunk's fp8_autocast region ends, in forward and
+  // again in backward, TE all-reduces the amaxes of the region's fp8 tensors over the stage's
+  // tp x dp x cp ranks (Megatron-Core's amax reduction group) on the compute stream before the next
+  // kernel (FP8GlobalStateManager.reduce_and_update_fp8_tensors): per layer 4 GEMMs x 3 fp32 amaxes
+  // (input, weight, output) forward, x 2 (output and input gradients) backward, a few hundred bytes,
+  // so their latency. Timed as the TP-level all-reduce then the DP x CP one (two levels of one
+  // group). Current scaling and MXFP8 keep no amax history (their per-tensor TP reductions are in the
+  // layer costs, train/layer_costs.h).
+  Time amax_reduction(int32_t s, int32_t c, PassKind kind) {
+    if (p_.precision != hw::DType::kFp8 || p_.fp8_recipe != Fp8Recipe::kDelayed) return Time::zero();
+    const Bytes bytes(n_layers(s, c) * (kind == PassKind::kForward ? 48 : 32));
+    Time t;
+    for (Group g : {Group::kTp, Group::kDp}) {
+      if (group_size(p_, g) > 1) t += collective(s, coll::Op::kAllReduce, bytes, g);
+    }
+    return t;
+  }
+
   // Activation offload (Plan::offloads_layer): whether chunk c's layer i goes to host memory, and the
   // bytes one micro-batch of it saves.
   bool offloads(int32_t s, int32_t c, int64_t i) const { return p_.offloads_layer(range(s, c).offset + i); }
@@ -389,6 +407,14 @@ class Builder {
         }
         if (first < 0) first = id;
         prev = id_last;
+      }
+      if (pass.kind != PassKind::kWeight) {
+        const Time t = amax_reduction(s, c, pass.kind);
+        if (t > Time::zero()) {
+          const TaskId a = add_task(s, st.compute, t, TimeCategory::kDp, Parts{}, false, "compute",
+                                    [&] { return fmt::format("amax all-reduce mb{} c{}", mb, c); });
+          prev = a;
+        }
       }
       const size_t i = idx(s, c, mb);
       if (pass.kind == PassKind::kForward) {

@@ -277,6 +277,29 @@ TEST(Simulator, ActivationOffloadCopiesLayerByLayerBesideTheCompute) {
   near(simulate_step(f.model, plan, c, cm, testing::NoComm{}).step_time, ms(49.5) + f.opt());
 }
 
+// Delayed fp8 scaling: Transformer Engine all-reduces the amaxes after every forward and every backward
+// pass of a chunk, on the compute stream. pp 1, tp 2, dp 1, m = 4 micro-batches, every collective 0.1 ms
+// (FixedComm; the synthetic layers have no TP collectives of their own and dp 1 reduces nothing): only
+// the TP level is a group, so the step grows by m x 2 passes x 0.1 ms = 0.8 ms over bf16's, and current
+// scaling, which keeps no amax history, adds nothing. The breakdown books it as data-parallel time.
+TEST(Simulator, DelayedFp8ScalingReducesAmaxesAfterEachPass) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  const FixedComm comm(ms(0.1), Time::zero());
+  Plan plan;
+  plan.tp = 2;
+  plan.gbs = 4;
+  const StepResult bf16 = simulate_step(f.model, plan, c, f.cm, comm);
+  plan.precision = hw::DType::kFp8;
+  plan.fp8_recipe = Fp8Recipe::kDelayed;
+  const StepResult delayed = simulate_step(f.model, plan, c, f.cm, comm);
+  EXPECT_EQ(delayed.step_time, bf16.step_time + ms(0.8));
+  EXPECT_EQ(delayed.breakdown[static_cast<size_t>(TimeCategory::kDp)],
+            bf16.breakdown[static_cast<size_t>(TimeCategory::kDp)] + ms(0.8));
+  plan.fp8_recipe = Fp8Recipe::kCurrent;
+  EXPECT_EQ(simulate_step(f.model, plan, c, f.cm, comm).step_time, bf16.step_time);
+}
+
 // A stage with its own communication model (a slow link on one of its ranks): the exposed all-reduce of
 // the test above takes that model's 12 ms instead of 5 ms, so the step grows by exactly 7 ms.
 TEST(Simulator, AStagesOwnCommunicationModelTimesItsCollectives) {
