@@ -50,6 +50,7 @@ struct TrainArgs {
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
   bool activation_offload = false, optimizer_offload = false;
   int64_t offload_layers = -1;  // --offload-layers (implies --activation-offload)
+  bool offload_layers_given = false;
   std::vector<std::string> stragglers;
   std::vector<std::string> slow_links;
   std::string trace_out, trace_ranks;
@@ -151,8 +152,8 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.overlap_grad_reduce = parse_yes_no(a.overlap_grad, "--overlap-grad-reduce");
   p.overlap_param_gather = parse_yes_no(a.overlap_param, "--overlap-param-gather");
   p.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
-  // --offload-layers N offloads N layers per rank, so it turns offload on; -1 (its default) is every layer.
-  p.activation_offload = a.activation_offload || a.offload_layers != -1;
+  // --offload-layers N offloads N layers per rank, so it turns offload on (-1: every activation).
+  p.activation_offload = a.activation_offload || a.offload_layers_given;
   p.offload_layers = a.offload_layers;
   p.optimizer_offload = a.optimizer_offload;
   return p;
@@ -790,6 +791,7 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
       if (!replay->second.empty()) throw InputError(kCl.with_key("--rows"), "needs --replay FILE");
       if (*commands) throw InputError(kCl.with_key("--commands"), "needs --replay FILE");
       a->seq_given = c->count("--seq") > 0;
+      a->offload_layers_given = c->count("--offload-layers") > 0;
       run_train(ctx, *a);
       return;
     }
