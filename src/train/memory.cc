@@ -139,9 +139,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       act_off_mb = act_mb;
       off_layers = st.layers;
     }
-    st.offload_held = off_layers > 0 || act_off_mb.count() > 0
-                          ? std::min(st.inflight_microbatches, 2.0 / d(std::max<int64_t>(1, off_layers)))
-                          : 0.0;
+    st.offload_held = off_layers > 0 ? std::min(st.inflight_microbatches, 2.0 / d(off_layers)) : 0.0;
     mb.activations = Bytes::from_double((act_mb - act_off_mb).to_double() * st.inflight_microbatches +
                                         act_off_mb.to_double() * st.offload_held);
     Bytes temp = (any_full ? largest_layer : largest_recomputed) + c.layer_input * 2;

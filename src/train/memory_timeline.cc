@@ -31,7 +31,7 @@ std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& 
     const size_t c = static_cast<size_t>(x.chunk);
     // The part offloaded is on the GPU while a pass runs (the layers in flight, memory.cc); the rest
     // stays from its forward to its backward.
-    const Bytes chunk = st.chunk_activations.at(c) - (plan.activation_offload ? st.chunk_offloaded.at(c) : Bytes(0));
+    const Bytes chunk = st.chunk_activations.at(c) - st.chunk_offloaded.at(c);
     if (plan.activation_offload && x.kind != PassKind::kWeight) {
       ev.push_back(Event{x.start, in_flight, Bytes(0), 0});
       ev.push_back(Event{x.end, Bytes(0) - in_flight, Bytes(0), 0});

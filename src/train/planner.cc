@@ -410,17 +410,13 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       [&](size_t done) { report("filter", done, n); });
 
   // Phase 1b: budget-filling variants (SearchSpace::partial_recompute, unshard). For each candidate
-  // `eligible` accepts, the layer count k in [lo, hi] that the budget allows, by bisection on the memory
-  // model (the peak is monotone in k): the largest k that fits when `grows` (the peak rises with k),
-  // else the smallest. A variant with `apply(plan, k)` joins the candidates when k lies in
-  // [keep_lo, keep_hi]; the variants follow the candidates in their order and are costed like them.
+  // `eligible` accepts, `pick` chooses a layer count k from `fits(k)` (the plan with `apply(plan, k)`
+  // within the budget on the memory model) and the busiest pipeline rank's layers; -1: no variant. A
+  // variant joins the candidates after them, in their order, and is costed like them.
   struct VariantRule {
     std::function<bool(const Candidate&)> eligible;
     std::function<void(Plan&, int64_t)> apply;
-    int64_t lo = 0;    // the range searched, hi = the busiest pipeline rank's layers
-    bool grows = true;
-    int64_t keep_lo = 1;    // variants kept for k in [keep_lo, hi - keep_below_hi]
-    int64_t keep_below_hi = 0;
+    std::function<int64_t(const std::function<bool(int64_t)>& fits, int64_t layers)> pick;
   };
   auto add_variants = [&](const VariantRule& rule) -> int64_t {
     const size_t from = cands.size();
@@ -436,14 +432,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
           rule.apply(p, k);
           return memory_model(model, p, costs, gpu, o.evaluate.memory).peak <= r.budget;
         };
-        const int64_t hi = max_stage_layers(c.plan, model.layers);
-        int64_t k = -1;
-        if (rule.grows) {
-          k = last_true(rule.lo, hi, fits_with);  // fits_with(lo): the candidate is within the budget
-        } else if (fits_with(hi)) {
-          k = fits_with(rule.lo) ? rule.lo : last_true(rule.lo, hi, [&](int64_t j) { return !fits_with(j); }) + 1;
-        }
-        if (k >= rule.keep_lo && k <= hi - rule.keep_below_hi) pick[i] = k;
+        pick[i] = rule.pick(fits_with, max_stage_layers(c.plan, model.layers));
       } catch (const std::exception&) {
         // the plan's own evaluation reports it when simulated
       }
@@ -465,7 +454,8 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   // Partial recompute: a plan without recompute that is over the budget, recomputing (full) the fewest
   // layers per pipeline rank that bring it within (Megatron's --recompute-num-layers; the rest keep
   // their activations). The peak falls with each layer from one on (the first adds the recomputed
-  // layer's working set), and k = all is the enumerated full-recompute plan, so 1 <= k < all.
+  // layer's working set), and k = all is the enumerated full-recompute plan: the smallest k in
+  // [1, layers - 1] that fits, by bisection on "does not fit".
   if (o.space.partial_recompute) {
     r.counts.partial_recompute = add_variants(VariantRule{
         [](const Candidate& c) {
@@ -475,10 +465,14 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
           p.recompute = Recompute::kFull;
           p.recompute_layers = k;
         },
-        1, false, 1, 1});
+        [](const std::function<bool(int64_t)>& fits, int64_t layers) -> int64_t {
+          if (layers < 2 || !fits(layers - 1)) return -1;
+          if (fits(1)) return 1;
+          return last_true(1, layers - 1, [&](int64_t k) { return !fits(k); }) + 1;
+        }});
   }
   // Selective unsharding: a ZeRO-3 plan within the budget keeping the most layers per pipeline rank
-  // gathered that still fit (the peak grows with each).
+  // gathered that still fit (the peak grows with each; none kept fits: the candidate itself).
   if (o.space.unshard) {
     r.counts.unsharded = add_variants(VariantRule{
         [](const Candidate& c) {
@@ -486,7 +480,10 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
                  group_size(c.plan, Group::kDpShard) > 1 && c.plan.unsharded_layers == 0;
         },
         [](Plan& p, int64_t k) { p.unsharded_layers = k; },
-        0, true, 1, 0});
+        [](const std::function<bool(int64_t)>& fits, int64_t layers) -> int64_t {
+          const int64_t k = last_true(0, layers, fits);
+          return k >= 1 ? k : -1;
+        }});
   }
 
   std::vector<size_t> fitting;
