@@ -176,6 +176,35 @@ table = subprocess.run(args + ["--partial-recompute", "yes"], capture_output=Tru
 assert "plans recomputing some layers" in table and " full:" in table
 PY
 then pass=$((pass+1)); else echo "FAIL plan partial-recompute"; fail=$((fail+1)); fi
+# --offload both (docs/planner.md): Llama-3-8B on 8 H100 at seq 8192 under a 40 GiB budget. Plans over
+# it join the search again, on one stage without recompute offloading the fewest first layers' activations
+# that fit (act:K, 1 <= K < 32), sharded ones with the optimizer on the host (opt); each is within the
+# budget, the counts add up, the space is recorded and the table gains an offload column. The best plan
+# can only gain (the enumerated plans are all still there). A bad value is named (below).
+if python3 - "$bin" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b = sys.argv[1]
+args = [b, "plan", "train", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "8192", "--gbs", "64",
+        "--budget-gib", "40", "--top", "10", "--quiet"]
+off = json.loads(subprocess.run([b, "--json"] + args[1:], capture_output=True, text=True, check=True).stdout)
+on = json.loads(subprocess.run([b, "--json"] + args[1:] + ["--offload", "both"], capture_output=True, text=True, check=True).stdout)
+assert off["space"]["activation_offload"] is False and off["space"]["optimizer_offload"] is False
+assert on["space"]["activation_offload"] is True and on["space"]["optimizer_offload"] is True
+c = on["counts"]
+assert c["activation_offload"] > 0 and c["optimizer_offload"] > 0
+assert c["enumerated"] == off["counts"]["enumerated"] + c["activation_offload"] + c["optimizer_offload"]
+plans = [p for p in on["top"] + on["pareto"]]
+acts = [p["plan"] for p in plans if p["plan"]["activation_offload"]]
+assert acts and all(a["pp"] == 1 and a["recompute"] == "none" and 1 <= a["offload_layers"] < 32 for a in acts)
+assert all(p["peak_memory_bytes"] <= on["budget_bytes"] for p in plans)
+assert not any(p["plan"]["activation_offload"] or p["plan"]["optimizer_offload"] for p in off["top"] + off["pareto"])
+assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
+table = subprocess.run(args + ["--offload", "both"], capture_output=True, text=True, check=True).stdout
+assert "offloading some layers' activations" in table and " offload " in table and " act:" in table
+plain = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+assert " offload " not in plain
+PY
+then pass=$((pass+1)); else echo "FAIL plan offload"; fail=$((fail+1)); fi
 expect plan-moe-line 0 "MoE: top-2 of 8 experts, deepep dispatcher, dropless, load imbalance 1" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --top 1 --quiet --moe-dispatcher deepep --max-cp 1 --shardings zero3
 # --moe-dispatcher with a list searches each dispatcher where ep > 1: top-2 of 8 experts on ep 4 sends
 # 4(1 - C(6,2)/C(8,2)) = 1.86 copies per token with deepep against 2 with alltoall, so the searched
@@ -217,6 +246,7 @@ expect plan-precision-cell 0 " sp +precision " -- "${prec_plan[@]}" --precision 
 expect plan-precision-bad 2 "--precision: unknown training precision 'fp4'" -- "${prec_plan[@]}" --precision bf16,fp4
 expect plan-precision-no-peak 2 "--precision: GPU 'a100-sxm-80gb' has no dense fp8 peak" -- plan train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --seq 4096 --gbs 16 --precision bf16,fp8
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
+expect plan-offload-bad 2 "--offload: expected no, activations, optimizer or both, found 'activation'; did you mean 'activations'" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --offload activation
 expect plan-partial-recompute-bad 2 "--partial-recompute: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --partial-recompute some
 expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
 

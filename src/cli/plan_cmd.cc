@@ -60,6 +60,7 @@ struct PlanTrainArgs {
   std::string sp = "both";
   std::string unshard = "no";  // --unsharding
   std::string partial_recompute = "no";  // --partial-recompute
+  std::string offload = "no";            // --offload
   int64_t grad_bytes = 4;
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string tp_overlap = "no";  // --tp-comm-overlap
@@ -136,21 +137,29 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   s.sp_off = sp != "yes";
   s.unshard = parse_yes_no(a.unshard, "--unsharding");
   s.partial_recompute = parse_yes_no(a.partial_recompute, "--partial-recompute");
+  const std::string offload = to_lower(trim(a.offload));
+  const std::vector<std::string> offloads = {"no", "activations", "optimizer", "both"};
+  if (std::find(offloads.begin(), offloads.end(), offload) == offloads.end()) {
+    throw InputError(kCl.with_key("--offload"), fmt::format("expected no, activations, optimizer or both, found '{}'", a.offload),
+                     suggest(a.offload, offloads));
+  }
+  s.activation_offload = offload == "activations" || offload == "both";
+  s.optimizer_offload = offload == "optimizer" || offload == "both";
   s.moe_dispatchers = parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
   return s;
 }
 
 // `flow`: the plans were re-ranked on a topology; a last column gives their alpha-beta tokens/s.
-Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, bool precision, bool flow = false) {
+Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& title, PlanColumns columns, bool flow = false) {
   std::vector<std::string> h = {"#"};
-  for (const std::string& c : plan_header(precision)) h.push_back(c);
+  for (const std::string& c : plan_header(columns)) h.push_back(c);
   for (const char* c : {"step s", "tokens/s/GPU", "TFLOP/s", "MFU", "peak GiB", "reserved GiB"}) h.emplace_back(c);
   if (flow) h.emplace_back("alpha-beta tokens/s/GPU");
   Table t(h, title);
   size_t k = 0;
   for (const tr::Candidate& c : cs) {
     std::vector<std::string> row = {std::to_string(++k)};
-    for (std::string& cell : plan_cells(c.plan, precision)) row.push_back(std::move(cell));
+    for (std::string& cell : plan_cells(c.plan, columns)) row.push_back(std::move(cell));
     row.push_back(fmt::format("{:.4g}", c.step_time.to_seconds()));
     row.push_back(fmt::format("{:.1f}", c.tokens_per_s_per_gpu));
     row.push_back(fmt::format("{:.1f}", c.tflops_per_gpu));
@@ -163,15 +172,15 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
   return t;
 }
 
-Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, const std::string& title, bool precision) {
+Table over_budget_table(const std::vector<tr::Candidate>& cs, Bytes budget, const std::string& title, PlanColumns columns) {
   std::vector<std::string> h = {"#"};
-  for (const std::string& c : plan_header(precision)) h.push_back(c);
+  for (const std::string& c : plan_header(columns)) h.push_back(c);
   for (const char* c : {"peak GiB", "over GiB", "reserved GiB", "bound tokens/s/GPU"}) h.emplace_back(c);
   Table t(h, title);
   size_t k = 0;
   for (const tr::Candidate& c : cs) {
     std::vector<std::string> row = {std::to_string(++k)};
-    for (std::string& cell : plan_cells(c.plan, precision)) row.push_back(std::move(cell));
+    for (std::string& cell : plan_cells(c.plan, columns)) row.push_back(std::move(cell));
     row.push_back(gib(c.peak));
     row.push_back(gib(c.peak - budget));
     row.push_back(gib(c.reserved));
@@ -236,13 +245,17 @@ Json space_json(const tr::SearchSpace& s) {
               {"sp", s.sp_on && s.sp_off ? "both" : s.sp_on ? "yes" : "no"},
               {"uneven_stages", s.uneven_stages},
               {"unsharding", s.unshard},
-              {"partial_recompute", s.partial_recompute}};
+              {"partial_recompute", s.partial_recompute},
+              {"activation_offload", s.activation_offload},
+              {"optimizer_offload", s.optimizer_offload}};
 }
 
 // " (K of them ...)": the budget-filling variants among the enumerated plans.
 std::string variants_note(const tr::PlannerCounts& c) {
   std::vector<std::string> parts;
   if (c.partial_recompute > 0) parts.push_back(fmt::format("{} plans recomputing some layers", c.partial_recompute));
+  if (c.activation_offload > 0) parts.push_back(fmt::format("{} offloading some layers' activations", c.activation_offload));
+  if (c.optimizer_offload > 0) parts.push_back(fmt::format("{} with the optimizer on the host", c.optimizer_offload));
   if (c.unsharded > 0) parts.push_back(fmt::format("{} ZeRO-3 plans keeping layers gathered", c.unsharded));
   if (parts.empty()) return {};
   return fmt::format(" (of them {})", fmt::join(parts, " and "));
@@ -250,7 +263,7 @@ std::string variants_note(const tr::PlannerCounts& c) {
 
 std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
   std::vector<std::string> h = {"index"};
-  for (const std::string& c : plan_header(true)) h.push_back(c);
+  for (const std::string& c : plan_header({true, true})) h.push_back(c);
   for (const char* c : {"status", "reason_key", "reason", "peak_memory_bytes", "bound_tokens_per_s_per_gpu",
                         "step_time_s", "tokens_per_s_per_gpu", "mfu"}) {
     h.emplace_back(c);
@@ -258,7 +271,7 @@ std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
   Table t(h);
   for (const tr::Candidate& c : cs) {
     std::vector<std::string> row = {std::to_string(c.index)};
-    for (std::string& cell : plan_cells(c.plan, true)) row.push_back(std::move(cell));
+    for (std::string& cell : plan_cells(c.plan, {true, true})) row.push_back(std::move(cell));
     const bool valid = c.status != tr::CandidateStatus::kInvalid;
     const bool sim = c.status == tr::CandidateStatus::kSimulated;
     row.emplace_back(tr::candidate_status_name(c.status));
@@ -413,7 +426,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                        {"over_budget", r.counts.over_budget}, {"fits", r.counts.fits},
                        {"simulated", r.counts.simulated},     {"pruned", r.counts.pruned},
                        {"errors", r.counts.errors},         {"flow_simulated", r.counts.flow_simulated},
-                       {"unsharded", r.counts.unsharded},   {"partial_recompute", r.counts.partial_recompute}};
+                       {"unsharded", r.counts.unsharded},   {"partial_recompute", r.counts.partial_recompute},
+                       {"activation_offload", r.counts.activation_offload}, {"optimizer_offload", r.counts.optimizer_offload}};
     j["top"] = simulated_json(r.top);
     j["pareto"] = simulated_json(r.pareto);
     Json reasons = Json::array();
@@ -430,6 +444,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   std::string precision_list;
   for (hw::DType p : precisions) precision_list += (precision_list.empty() ? "" : " and ") + std::string(hw::dtype_name(p));
   if (several) precision_list += " searched";
+  const PlanColumns columns{several, o.space.activation_offload || o.space.optimizer_offload};
   ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
                          model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
                          precision_list, gib(r.budget));
@@ -457,10 +472,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     ctx.out << simulated_table(r.top,
                                topology ? fmt::format("top {} plans by tokens/s per GPU on the topology (flow-level)", r.top.size())
                                         : fmt::format("top {} plans by tokens/s per GPU", r.top.size()),
-                               several, topology.has_value())
+                               columns, topology.has_value())
                    .render()
             << "\n";
-    ctx.out << simulated_table(r.pareto, "Pareto front: tokens/s per GPU vs peak memory (more memory, more speed)", several)
+    ctx.out << simulated_table(r.pareto, "Pareto front: tokens/s per GPU vs peak memory (more memory, more speed)", columns)
                    .render()
             << "\n";
   } else {
@@ -468,11 +483,11 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   }
   if (!r.fastest_over_budget.empty()) {
     ctx.out << over_budget_table(r.fastest_over_budget, r.budget,
-                                 "fastest plans over the memory budget (bound: an upper bound on their tokens/s per GPU)", several)
+                                 "fastest plans over the memory budget (bound: an upper bound on their tokens/s per GPU)", columns)
                    .render()
             << "\n";
     if (!feasible) {
-      ctx.out << over_budget_table(r.closest_over_budget, r.budget, "plans closest to the memory budget", several).render()
+      ctx.out << over_budget_table(r.closest_over_budget, r.budget, "plans closest to the memory budget", columns).render()
               << "\n";
     }
   }
@@ -519,6 +534,11 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
       ->capture_default_str();
   c->add_option("--partial-recompute", a->partial_recompute,
                 "plans over the budget without recompute also recomputing the fewest layers that fit (shown as full:K): yes | no")
+      ->capture_default_str();
+  c->add_option("--offload", a->offload,
+                "plans over the budget also offloading to host memory what makes them fit (offload column): the activations of the "
+                "fewest first layers (act:K; one stage, no recompute), the optimizer (opt; sharded plans), or both kinds: "
+                "no | activations | optimizer | both")
       ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);

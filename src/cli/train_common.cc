@@ -335,13 +335,21 @@ std::string recompute_label(const train::Plan& p) {
   return std::string(train::recompute_name(p.recompute));
 }
 
-std::vector<std::string> plan_header(bool precision) {
+std::string offload_label(const train::Plan& p) {
+  std::vector<std::string> parts;
+  if (p.activation_offload) parts.push_back(p.offload_layers >= 0 ? fmt::format("act:{}", p.offload_layers) : "act");
+  if (p.optimizer_offload) parts.emplace_back("opt");
+  return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, "+"));
+}
+
+std::vector<std::string> plan_header(PlanColumns columns) {
   std::vector<std::string> h = {"tp", "pp", "cp", "ep", "dp", "vp", "schedule", "mbs", "sharding", "recompute", "sp"};
-  if (precision) h.emplace_back("precision");
+  if (columns.offload) h.emplace_back("offload");
+  if (columns.precision) h.emplace_back("precision");
   return h;
 }
 
-std::vector<std::string> plan_cells(const train::Plan& p, bool precision) {
+std::vector<std::string> plan_cells(const train::Plan& p, PlanColumns columns) {
   const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
                                            : std::to_string(p.pp);
   // "8 deepep": expert parallelism whose tokens go through DeepEP (the default all-to-all unmarked).
@@ -350,7 +358,8 @@ std::vector<std::string> plan_cells(const train::Plan& p, bool precision) {
   std::vector<std::string> cells = {std::to_string(p.tp),  pp,                   std::to_string(p.cp), ep,
                                     std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
                                     sharding_label(p),     recompute_label(p),  p.sp ? "yes" : "no"};
-  if (precision) cells.emplace_back(p.fp8_attention ? "fp8 (+attention)" : hw::dtype_name(p.precision));
+  if (columns.offload) cells.push_back(offload_label(p));
+  if (columns.precision) cells.emplace_back(p.fp8_attention ? "fp8 (+attention)" : hw::dtype_name(p.precision));
   return cells;
 }
 
@@ -372,6 +381,9 @@ io::Json plan_json(const train::Plan& p) {
                   {"unsharded_layers", p.unsharded_layers},
                   {"recompute", train::recompute_name(p.recompute)},
                   {"recompute_layers", p.recompute_layers},
+                  {"activation_offload", p.activation_offload},
+                  {"offload_layers", p.offload_layers},
+                  {"optimizer_offload", p.optimizer_offload},
                   {"precision", hw::dtype_name(p.precision)},
                   {"fp8_attention", p.fp8_attention},
                   {"fp8_recipe", train::fp8_recipe_name(p.fp8_recipe)},

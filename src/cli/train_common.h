@@ -105,16 +105,24 @@ std::string fabric_description(const FabricArgs& a, const std::optional<net::Top
 io::Json fabric_json(const FabricArgs& a);
 
 // A plan's table cells and JSON (train, plan train, demo): sharding "hsdp-G" for ZeRO-3 within shard
-// groups of G, schedule "-" without pipeline parallelism; `precision` adds a precision column (plan
-// train searching several).
+// groups of G, schedule "-" without pipeline parallelism.
 std::string sharding_label(const train::Plan& p);
 // "full:K" for full recompute on K layers per pipeline rank, else the mode's name.
 std::string recompute_label(const train::Plan& p);
 std::string schedule_label(const train::Plan& p);
-// tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp[, precision]
-std::vector<std::string> plan_header(bool precision = false);
-std::vector<std::string> plan_cells(const train::Plan& p, bool precision = false);
-io::Json plan_json(const train::Plan& p);  // the degrees, schedule, sharding, recompute and precision
+// "act:K" (the first K layers' activations per rank), "act" (every activation), "opt" (optimizer
+// states and step), joined by "+"; "-" for none.
+std::string offload_label(const train::Plan& p);
+// The optional columns: `precision` (plan train searching several), `offload` (plan train searching
+// offload, train).
+struct PlanColumns {
+  bool precision = false;
+  bool offload = false;
+};
+// tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp[, offload][, precision]
+std::vector<std::string> plan_header(PlanColumns columns = {});
+std::vector<std::string> plan_cells(const train::Plan& p, PlanColumns columns = {});
+io::Json plan_json(const train::Plan& p);  // the degrees, schedule, sharding, recompute, offload and precision
 // A MoE model's routing under plan p: "top-K of E experts, <dispatcher> dispatcher, <capacity>, load
 // imbalance L"; with `per_plan` also the EP degree and the copies per token the all-to-alls move
 // (Plan::moe_copies_per_token), else the stated EP ranks per token if any (the planner's shared setting).

@@ -148,6 +148,14 @@ int64_t last_true(int64_t lo, int64_t hi, Pred pred) {
   return lo;
 }
 
+// The smallest k in [1, layers - 1] with fits(k), where fits holds from some k on (by bisection on
+// "does not fit"); -1: none (the variant rules' pick for layer counts whose peak falls as k grows).
+int64_t smallest_fitting_count(const std::function<bool(int64_t)>& fits, int64_t layers) {
+  if (layers < 2 || !fits(layers - 1)) return -1;
+  if (fits(1)) return 1;
+  return last_true(1, layers - 1, [&](int64_t k) { return !fits(k); }) + 1;
+}
+
 }  // namespace
 
 std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSpec& cluster,
@@ -465,11 +473,33 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
           p.recompute = Recompute::kFull;
           p.recompute_layers = k;
         },
-        [](const std::function<bool(int64_t)>& fits, int64_t layers) -> int64_t {
-          if (layers < 2 || !fits(layers - 1)) return -1;
-          if (fits(1)) return 1;
-          return last_true(1, layers - 1, [&](int64_t k) { return !fits(k); }) + 1;
-        }});
+        smallest_fitting_count});
+  }
+  // Activation offload: a single-stage plan without recompute or offload that is over the budget,
+  // offloading the first K layers' activations, the smallest K in [1, layers - 1] that fits. Each layer
+  // offloaded takes its saved activations off the GPU but for the two layers' worth in flight
+  // (memory.h), so the peak does not grow with K: bisection on "does not fit", as above.
+  if (o.space.activation_offload) {
+    r.counts.activation_offload = add_variants(VariantRule{
+        [](const Candidate& c) {
+          return c.status == CandidateStatus::kOverBudget && c.plan.pp == 1 && c.plan.recompute == Recompute::kNone &&
+                 !c.plan.activation_offload;
+        },
+        [](Plan& p, int64_t k) {
+          p.activation_offload = true;
+          p.offload_layers = k;
+        },
+        smallest_fitting_count});
+  }
+  // Optimizer offload: a sharded plan over the budget with its optimizer on the host, if that fits.
+  if (o.space.optimizer_offload) {
+    r.counts.optimizer_offload = add_variants(VariantRule{
+        [](const Candidate& c) {
+          return c.status == CandidateStatus::kOverBudget && c.plan.sharding != Sharding::kNone &&
+                 !c.plan.optimizer_offload;
+        },
+        [](Plan& p, int64_t) { p.optimizer_offload = true; },
+        [](const std::function<bool(int64_t)>& fits, int64_t) -> int64_t { return fits(0) ? 0 : -1; }});
   }
   // Selective unsharding: a ZeRO-3 plan within the budget keeping the most layers per pipeline rank
   // gathered that still fit (the peak grows with each; none kept fits: the candidate itself).

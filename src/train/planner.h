@@ -7,8 +7,8 @@
 //     dispatcher, schedule and vp, mbs, sharding and HSDP group, recompute, sp); each is checked with
 //     validate_plan() (train/plan.h), then costed (train/layer_costs.h) and its memory computed
 //     (train/memory.h), exactly what evaluate() does with simulate = false. Optional variants fill the
-//     budget (SearchSpace::partial_recompute, unshard): a layer count found by bisection on the memory
-//     model. Plans within the memory budget are simulated with evaluate() (train/train.h).
+//     budget (SearchSpace::partial_recompute, activation_offload, optimizer_offload, unshard): a layer
+//     count found by bisection on the memory model, or the optimizer moved to the host. Plans within the memory budget are simulated with evaluate() (train/train.h).
 //   Memory: the search, its budget, the front and the pruning use the tensors (plus the CUDA context:
 //     Plan::allocator none), what torch's max_memory_allocated reports and what PyTorch needs before
 //     it raises an out-of-memory error, since it frees its cache and retries first. The plans reported
@@ -94,6 +94,18 @@ struct SearchSpace {
   // in their order, before the unsharding ones. Off by default for the reason unshard is: a variant
   // fills the budget with its tensors.
   bool partial_recompute = false;
+  // Activation offload: every plan on one pipeline stage without recompute or offload that is over the
+  // budget also as a variant that offloads the saved activations of the fewest first layers that bring
+  // it within (Plan::activation_offload, Plan::offload_layers; Megatron's --cpu-offloading
+  // --cpu-offloading-num-layers), between 1 and one less than the layers: Megatron-Core refuses CPU
+  // offloading with pipeline parallelism or with recomputation (TransformerConfig), and NeMo keeps the
+  // last layer on the GPU, whose copy nothing would hide. After the partial-recompute variants.
+  bool activation_offload = false;
+  // Optimizer offload: every sharded plan (ZeRO-1 and up: DeepSpeed's offload_optimizer and
+  // Megatron's --optimizer-cpu-offload run on the distributed optimizer) that is over the budget also
+  // with the Adam states, master weights and step on the host (Plan::optimizer_offload), when that
+  // brings it within. After the activation-offload variants.
+  bool optimizer_offload = false;
   // MoE plans with ep > 1: one plan per token dispatcher listed (Plan::moe_dispatcher). Empty: the base
   // plan's dispatcher only. Plans without expert parallelism keep the base's (nothing is exchanged). A
   // plan with kAllToAll drops the base's moe_ranks_per_token, which only deepep reads.
@@ -166,6 +178,8 @@ struct PlannerCounts {
   int64_t flow_simulated = 0;  // re-simulated on the topology (phase 3; 0 without one)
   int64_t unsharded = 0;       // of the enumerated, the selective-unsharding variants (SearchSpace::unshard)
   int64_t partial_recompute = 0;  // of the enumerated, the partial-recompute variants (SearchSpace::partial_recompute)
+  int64_t activation_offload = 0;  // of the enumerated, the activation-offload variants (SearchSpace::activation_offload)
+  int64_t optimizer_offload = 0;   // of the enumerated, the optimizer-offload variants (SearchSpace::optimizer_offload)
   // enumerated = invalid + over_budget + fits + errors; fits = simulated + pruned.
 };
 

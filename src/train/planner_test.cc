@@ -1,6 +1,7 @@
 #include "train/planner.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -370,7 +371,40 @@ TEST(ThroughputBound, Zero3CollectivesOnOneLinkAddUp) {
 bool same_shape(const Plan& a, const Plan& b) {
   return a.tp == b.tp && a.pp == b.pp && a.cp == b.cp && a.ep == b.ep && a.dp == b.dp && a.vp == b.vp &&
          a.schedule == b.schedule && a.mbs == b.mbs && a.sharding == b.sharding && a.shard_group == b.shard_group &&
-         a.recompute == b.recompute && a.sp == b.sp && a.unsharded_layers == b.unsharded_layers;
+         a.recompute == b.recompute && a.recompute_layers == b.recompute_layers && a.sp == b.sp &&
+         a.unsharded_layers == b.unsharded_layers && a.activation_offload == b.activation_offload &&
+         a.offload_layers == b.offload_layers && a.optimizer_offload == b.optimizer_offload;
+}
+
+// A plan's peak as the search measures it: the tensors' (the caching allocator's reservation apart).
+Bytes search_peak(const Small& s, Plan p, const PlannerOptions& o) {
+  p.allocator = AllocatorMode::kNone;
+  const AlphaBetaComm comm(s.cluster, p);
+  return memory_model(s.model, p, model_costs(s.model, p, s.cm, comm), s.gpu, o.evaluate.memory).peak;
+}
+
+// The search with the variants `space` adds to o's and without them (o as given). The variants are
+// counted in `enumerated` (`variants` of them), follow the enumerated plans (indices from the count
+// without them) and the categories still add up.
+struct VariantRuns {
+  PlannerResult with, without;
+  size_t enumerated = 0;  // without the variants: the first variant's index
+};
+VariantRuns run_variants(const Small& s, const PlannerOptions& o, const std::function<void(SearchSpace&)>& space,
+                         const std::function<int64_t(const PlannerCounts&)>& variants) {
+  VariantRuns runs;
+  PlannerOptions on = o;
+  space(on.space);
+  runs.with = plan_training(s.model, s.cluster, s.cm, on);
+  runs.without = plan_training(s.model, s.cluster, s.cm, o);
+  const PlannerCounts& c = runs.with.counts;
+  EXPECT_GT(variants(c), 0);
+  EXPECT_EQ(c.enumerated, runs.without.counts.enumerated + variants(c));
+  EXPECT_EQ(c.enumerated, c.invalid + c.over_budget + c.fits + c.errors);
+  runs.enumerated = static_cast<size_t>(runs.without.counts.enumerated);
+  for (size_t i = runs.enumerated; i < runs.with.candidates.size(); ++i) EXPECT_EQ(runs.with.candidates[i].index, i);
+  EXPECT_EQ(runs.with.bound_violations, 0);
+  return runs;
 }
 
 TEST(Planner, UnshardingVariantsKeepTheMostLayersTheBudgetAllows) {
@@ -387,19 +421,15 @@ TEST(Planner, UnshardingVariantsKeepTheMostLayersTheBudgetAllows) {
     if (c.status != CandidateStatus::kInvalid && c.plan.dp > 1 && c.peak < low) low = c.peak;
   }
   o.budget = low + Bytes::MiB(12);
-  o.space.unshard = true;
-  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, o);
-  o.space.unshard = false;
-  const PlannerResult off = plan_training(s.model, s.cluster, s.cm, o);
-  ASSERT_GT(r.counts.unsharded, 0);
-  EXPECT_EQ(r.counts.enumerated, off.counts.enumerated + r.counts.unsharded);
-  EXPECT_EQ(r.counts.enumerated, r.counts.invalid + r.counts.over_budget + r.counts.fits + r.counts.errors);
-  const size_t n = static_cast<size_t>(off.counts.enumerated);
+  const VariantRuns runs = run_variants(
+      s, o, [](SearchSpace& sp) { sp.unshard = true; }, [](const PlannerCounts& c) { return c.unsharded; });
+  const PlannerResult& r = runs.with;
+  const PlannerResult& off = runs.without;
+  const size_t n = runs.enumerated;
   size_t last_source = 0;
   bool some_partial = false;
   for (size_t i = n; i < r.candidates.size(); ++i) {
     const Candidate& v = r.candidates[i];
-    EXPECT_EQ(v.index, i);
     ASSERT_GE(v.plan.unsharded_layers, 1);
     EXPECT_LE(v.peak, r.budget);
     // Its source: the same plan without unsharding, within the budget, earlier in the order.
@@ -419,15 +449,11 @@ TEST(Planner, UnshardingVariantsKeepTheMostLayersTheBudgetAllows) {
     if (v.plan.unsharded_layers < most) {
       some_partial = true;
       Plan more = v.plan;
-      more.allocator = AllocatorMode::kNone;  // the search's memory is the tensors'
       more.unsharded_layers += 1;
-      const AlphaBetaComm comm(s.cluster, more);
-      const MemoryReport m = memory_model(s.model, more, model_costs(s.model, more, s.cm, comm), s.gpu, o.evaluate.memory);
-      EXPECT_GT(m.peak, r.budget) << "variant " << i << " could keep one more layer";
+      EXPECT_GT(search_peak(s, more, o), r.budget) << "variant " << i << " could keep one more layer";
     }
   }
   EXPECT_TRUE(some_partial);  // the budget above binds for some plan
-  EXPECT_EQ(r.bound_violations, 0);
   ASSERT_FALSE(r.top.empty());
   ASSERT_FALSE(off.top.empty());
   EXPECT_GE(r.top[0].tokens_per_s_per_gpu, off.top[0].tokens_per_s_per_gpu);
@@ -464,25 +490,15 @@ TEST(Planner, PartialRecomputeVariantsRecomputeTheFewestLayersThatFit) {
   ASSERT_NE(full, nullptr);
   ASSERT_GT(none->peak, full->peak);
   o.budget = Bytes((none->peak.count() + full->peak.count()) / 2);
-  o.space.partial_recompute = true;
-  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, o);
-  o.space.partial_recompute = false;
-  const PlannerResult off = plan_training(s.model, s.cluster, s.cm, o);
-  ASSERT_GT(r.counts.partial_recompute, 0);
+  const VariantRuns runs = run_variants(
+      s, o, [](SearchSpace& sp) { sp.partial_recompute = true; }, [](const PlannerCounts& c) { return c.partial_recompute; });
+  const PlannerResult& r = runs.with;
+  const PlannerResult& off = runs.without;
+  const size_t n = runs.enumerated;
   EXPECT_EQ(r.counts.unsharded, 0);
-  EXPECT_EQ(r.counts.enumerated, off.counts.enumerated + r.counts.partial_recompute);
-  EXPECT_EQ(r.counts.enumerated, r.counts.invalid + r.counts.over_budget + r.counts.fits + r.counts.errors);
-  const size_t n = static_cast<size_t>(off.counts.enumerated);
-  auto peak_of = [&](const Plan& plan) {
-    Plan p = plan;
-    p.allocator = AllocatorMode::kNone;  // the search's memory is the tensors'
-    const AlphaBetaComm comm(s.cluster, p);
-    return memory_model(s.model, p, model_costs(s.model, p, s.cm, comm), s.gpu, o.evaluate.memory).peak;
-  };
   bool chosen = false;
   for (size_t i = n; i < r.candidates.size(); ++i) {
     const Candidate& v = r.candidates[i];
-    EXPECT_EQ(v.index, i);
     ASSERT_EQ(v.plan.recompute, Recompute::kFull);
     const int64_t k = v.plan.recompute_layers;
     ASSERT_GE(k, 1);
@@ -503,7 +519,7 @@ TEST(Planner, PartialRecomputeVariantsRecomputeTheFewestLayersThatFit) {
     if (k > 1) {
       Plan fewer = v.plan;
       fewer.recompute_layers = k - 1;
-      EXPECT_GT(peak_of(fewer), r.budget) << "variant " << i << " could recompute one layer fewer";
+      EXPECT_GT(search_peak(s, fewer, o), r.budget) << "variant " << i << " could recompute one layer fewer";
     }
     if (twin != nullptr && twin->status == CandidateStatus::kSimulated && v.status == CandidateStatus::kSimulated) {
       EXPECT_LE(v.step_time, twin->step_time) << "variant " << i;
@@ -515,10 +531,89 @@ TEST(Planner, PartialRecomputeVariantsRecomputeTheFewestLayersThatFit) {
     }
   }
   EXPECT_TRUE(chosen);
-  EXPECT_EQ(r.bound_violations, 0);
   ASSERT_FALSE(r.top.empty());
   ASSERT_FALSE(off.top.empty());
   EXPECT_GE(r.top[0].tokens_per_s_per_gpu, off.top[0].tokens_per_s_per_gpu);
+}
+
+// Offload variants (SearchSpace::activation_offload, optimizer_offload), on the plan tp 1, pp 1, dp 8,
+// mbs 2, ZeRO-1, no recompute: its 4 layers on one rank, one micro-batch in flight. With A a layer's
+// saved activations and T the rest, offloading the first K layers keeps min(K, 2) of them on the GPU
+// (the layer computed and the one whose copy is in flight; train/memory.h): K = 1 and 2 leave T + 4A,
+// K = 3 gives T + 3A. The budget T + 3.5 A therefore admits K = 3 and not K = 2. Its optimizer on the
+// host takes off ZeRO-1's 12 bytes per parameter over dp 8 (about 17.8 M parameters: 27 MB, more than
+// A / 2 = 2.9 MB at seq 128, mbs 2, hidden 512), so that plan also has an optimizer-offload variant.
+// For every variant: within the budget, its source (the same plan without that offload) over it,
+// activation offload only on one stage without recompute and with one layer fewer over the budget,
+// optimizer offload only on sharded plans.
+TEST(Planner, OffloadVariantsOffloadWhatMakesAPlanFit) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.keep_candidates = true;
+  o.prune = false;
+  o.space.shardings = {Sharding::kNone, Sharding::kZero1};
+  o.space.hsdp = false;
+  o.space.recomputes = {Recompute::kNone};
+  o.space.sp_off = false;
+  const PlannerResult plain = plan_training(s.model, s.cluster, s.cm, o);
+  const Candidate* chosen = nullptr;
+  for (const Candidate& c : plain.candidates) {
+    const Plan& p = c.plan;
+    if (c.status != CandidateStatus::kInvalid && p.tp == 1 && p.pp == 1 && p.mbs == 2 && p.sharding == Sharding::kZero1) chosen = &c;
+  }
+  ASSERT_NE(chosen, nullptr);
+  const Plan cp = chosen->plan;
+  const AlphaBetaComm comm(s.cluster, cp);
+  const Bytes layer_act = model_costs(s.model, cp, s.cm, comm).layer[0].saved_activations(Recompute::kNone);
+  ASSERT_GT(chosen->memory.optimizer * 2, layer_act);  // the derivation's premise
+  o.budget = chosen->peak - Bytes(layer_act.count() / 2);
+  const VariantRuns runs = run_variants(
+      s, o,
+      [](SearchSpace& sp) {
+        sp.activation_offload = true;
+        sp.optimizer_offload = true;
+      },
+      [](const PlannerCounts& c) { return c.activation_offload + c.optimizer_offload; });
+  const PlannerResult& r = runs.with;
+  const size_t n = runs.enumerated;
+  EXPECT_GT(r.counts.activation_offload, 0);
+  EXPECT_GT(r.counts.optimizer_offload, 0);
+  int64_t chosen_k = 0;
+  bool chosen_opt = false;
+  for (size_t i = n; i < r.candidates.size(); ++i) {
+    const Candidate& v = r.candidates[i];
+    EXPECT_LE(v.peak, r.budget) << "variant " << i;
+    EXPECT_NE(v.plan.activation_offload, v.plan.optimizer_offload) << "variant " << i << ": one kind each";
+    Plan source = v.plan;
+    source.activation_offload = false;
+    source.offload_layers = -1;
+    source.optimizer_offload = false;
+    const Candidate* src = nullptr;
+    for (size_t j = 0; j < n; ++j) {
+      if (same_shape(r.candidates[j].plan, source)) src = &r.candidates[j];
+    }
+    ASSERT_NE(src, nullptr) << "variant " << i;
+    EXPECT_EQ(src->status, CandidateStatus::kOverBudget) << "variant " << i;
+    const bool is_chosen = same_shape(source, cp);
+    if (v.plan.activation_offload) {
+      const int64_t k = v.plan.offload_layers;
+      EXPECT_EQ(v.plan.pp, 1);
+      EXPECT_EQ(v.plan.recompute, Recompute::kNone);
+      ASSERT_GE(k, 1);
+      EXPECT_LT(k, s.model.layers);
+      if (k > 1) {
+        Plan fewer = v.plan;
+        fewer.offload_layers = k - 1;
+        EXPECT_GT(search_peak(s, fewer, o), r.budget) << "variant " << i << " could offload one layer fewer";
+      }
+      if (is_chosen) chosen_k = k;
+    } else {
+      EXPECT_NE(v.plan.sharding, Sharding::kNone);
+      if (is_chosen) chosen_opt = true;
+    }
+  }
+  EXPECT_EQ(chosen_k, 3);
+  EXPECT_TRUE(chosen_opt);
 }
 
 TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
