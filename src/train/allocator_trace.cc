@@ -22,6 +22,7 @@ class Trace {
     first_ = s_ == 0;
     last_ = s_ == p_.pp - 1;
     zero3_ = p_.sharding == Sharding::kZero3;
+    offload_all_ = p_.activation_offload && p_.offload_layers < 0;
     // Layers per chunk and what each saves; the first recompute_layers of the stage are fully
     // recomputed and the first offload_layers offload (as train/memory.cc counts them).
     for (int64_t v = 0; v < p_.vp; ++v) {
@@ -112,7 +113,10 @@ class Trace {
     if (zero3_ && root_ < 0 && (first_ || last_)) {
       root_ = alloc(times((first_ ? c_.pre.params : 0) + (last_ ? c_.post.params : 0), d(k_.weight_bytes)));
     }
-    if (first_ && chunk == 0) held.push_back(alloc(c_.pre.act_none));
+    // Offloading every activation (offload_layers -1) takes the embedding output, the head's input and
+    // the loss's saved softmax to host memory too (as train/memory.cc counts them): the softmax is
+    // on the GPU from its forward to the end of the pass and again from its backward on.
+    if (first_ && chunk == 0 && !offload_all_) held.push_back(alloc(c_.pre.act_none));
     for (const Layer& l : chunks_[static_cast<size_t>(chunk)]) {
       // Offloaded activations live in host memory (the one in flight is not traced).
       Bytes left = l.offloaded ? Bytes(0) : l.saved;
@@ -124,7 +128,7 @@ class Trace {
       held.push_back(-2);  // the end of a layer
     }
     if (last_ && chunk == p_.vp - 1) {
-      held.push_back(alloc(std::max(Bytes(0), c_.post.act_none - softmax_)));
+      if (!offload_all_) held.push_back(alloc(std::max(Bytes(0), c_.post.act_none - softmax_)));
       const int64_t l16 = alloc(logits_);
       if (p_.eager) {
         const int64_t l32 = alloc(softmax_);
@@ -135,12 +139,16 @@ class Trace {
         loss_[slot(chunk, mb)] = alloc(softmax_);  // the fp32 softmax, the gradient in place later
         free(l16);
       }
+      if (offload_all_) {
+        free(loss_[slot(chunk, mb)]);
+        loss_[slot(chunk, mb)] = -1;
+      }
     }
   }
 
   void backward(int32_t chunk, int32_t mb) {
     if (last_ && chunk == p_.vp - 1) {
-      const int64_t saved = loss_[slot(chunk, mb)];
+      const int64_t saved = offload_all_ ? alloc(softmax_) : loss_[slot(chunk, mb)];  // copied back
       loss_[slot(chunk, mb)] = -1;
       int64_t grad = -1;
       if (p_.eager) {
@@ -163,7 +171,7 @@ class Trace {
     // tensors freed, then the working set.
     const bool zb = p_.schedule == Schedule::kZeroBubble;
     std::vector<int64_t>& held = saved_[slot(chunk, mb)];
-    if (!zb && last_ && chunk == p_.vp - 1) {
+    if (!zb && last_ && chunk == p_.vp - 1 && !offload_all_) {
       free(held.back());  // the head's input
       held.pop_back();
     }
@@ -199,6 +207,7 @@ class Trace {
   int64_t s_;
   CachingAllocator a_;
   bool first_ = false, last_ = false, zero3_ = false;
+  bool offload_all_ = false;  // every saved activation to host memory (Plan::offload_layers -1)
   struct Layer {
     Bytes saved;  // one micro-batch's saved activations
     Bytes work;   // the backward working set

@@ -32,6 +32,10 @@
 //   working set one block; persistent states one block per layer (and for the embedding and the head)
 //   and category. The holes a layer's transient forward tensors leave between its saved ones are not
 //   modelled.
+//   Activation offload: an offloaded layer's saved activations are not allocated (the one in flight is
+//     not traced); offloading everything (Plan::offload_layers -1) also leaves out the embedding output
+//     and the head's input, and the loss's saved softmax lives only through its forward pass and again
+//     from its backward on (copied back), as train/memory.h counts them.
 //   Micro-batches: at most 2 pp are traced (the allocator's state repeats once the schedule is in its
 //   steady phase), except under GPipe, which holds them all.
 // Range of validity: PyTorch-based trainers (Megatron-LM, NeMo, torchtitan, FSDP) with Adam.

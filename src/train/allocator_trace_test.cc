@@ -93,5 +93,25 @@ TEST(AllocatorTrace, MemoryModelAddsTheOverheadToThePeak) {
   EXPECT_EQ(with.peak, without.peak + overhead);
 }
 
+// Offloading every activation (offload_layers -1) also takes the embedding output and the head's
+// input off the GPU, as the memory model counts them, where offloading both layers of the model keeps
+// them. The loss's fp32 softmax is at the peak either way (computed in the forward, copied back for the
+// backward, where its gradient is made in place), and nothing else differs: the peaks differ by
+// exactly those two tensors.
+TEST(AllocatorTrace, OffloadingEverythingTakesTheEmbeddingAndHeadInputsOffTheGpu) {
+  const OneGpu g;
+  Plan layers = g.plan();
+  layers.eager = false;
+  layers.activation_offload = true;
+  layers.offload_layers = 2;
+  Plan all = layers;
+  all.offload_layers = -1;
+  const ModelCosts c = model_costs(g.model, layers, g.cm, g.comm);
+  const double softmax = 4.0 * 4096.0 * 128256.0;
+  const Bytes expected = c.pre.act_none + Bytes::from_double(c.post.act_none.to_double() - softmax);
+  ASSERT_GT(expected.count(), 0);
+  EXPECT_EQ(g.run(layers).peak_allocated - g.run(all).peak_allocated, expected);
+}
+
 }  // namespace
 }  // namespace orrery::train
