@@ -258,7 +258,10 @@ std::string variants_note(const tr::PlannerCounts& c) {
   if (c.optimizer_offload > 0) parts.push_back(fmt::format("{} with the optimizer on the host", c.optimizer_offload));
   if (c.unsharded > 0) parts.push_back(fmt::format("{} ZeRO-3 plans keeping layers gathered", c.unsharded));
   if (parts.empty()) return {};
-  return fmt::format(" (of them {})", fmt::join(parts, " and "));
+  const std::string last = parts.back();
+  parts.pop_back();
+  if (parts.empty()) return fmt::format(" (of them {})", last);
+  return fmt::format(" (of them {} and {})", fmt::join(parts, ", "), last);
 }
 
 std::string candidates_csv(const std::vector<tr::Candidate>& cs) {
