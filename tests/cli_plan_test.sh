@@ -178,7 +178,8 @@ PY
 then pass=$((pass+1)); else echo "FAIL plan partial-recompute"; fail=$((fail+1)); fi
 # --offload both (docs/planner.md): Llama-3-8B on 8 H100 at seq 8192 under a 40 GiB budget. Plans over
 # it join the search again, on one stage without recompute offloading the fewest first layers' activations
-# that fit (act:K, 1 <= K < 32), sharded ones with the optimizer on the host (opt); each is within the
+# that fit (act:K, 1 <= K < 32), sharded ones with the fewest twentieths of their optimizer on the host
+# that fit (opt:F, F a multiple of 0.05 in (0, 1]); each is within the
 # budget, the counts add up, the space is recorded and the table gains an offload column. The best plan
 # can only gain (the enumerated plans are all still there). A bad value is named (below).
 if python3 - "$bin" <<'PY' 2>/dev/null
@@ -196,11 +197,14 @@ assert c["enumerated"] == off["counts"]["enumerated"] + c["activation_offload"] 
 plans = [p for p in on["top"] + on["pareto"]]
 acts = [p["plan"] for p in plans if p["plan"]["activation_offload"]]
 assert acts and all(a["pp"] == 1 and a["recompute"] == "none" and 1 <= a["offload_layers"] < 32 for a in acts)
+opts = [p["plan"] for p in plans if p["plan"]["optimizer_offload"]]
+assert opts and all(o["dp_sharding"] != "none" and 0 < o["optimizer_offload_fraction"] <= 1 and
+                    abs(20 * o["optimizer_offload_fraction"] - round(20 * o["optimizer_offload_fraction"])) < 1e-9 for o in opts)
 assert all(p["peak_memory_bytes"] <= on["budget_bytes"] for p in plans)
 assert not any(p["plan"]["activation_offload"] or p["plan"]["optimizer_offload"] for p in off["top"] + off["pareto"])
 assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
 table = subprocess.run(args + ["--offload", "both"], capture_output=True, text=True, check=True).stdout
-assert "offloading some layers' activations" in table and " offload " in table and " act:" in table
+assert "offloading some layers' activations" in table and " offload " in table and " act:" in table and " opt:" in table
 plain = subprocess.run(args, capture_output=True, text=True, check=True).stdout
 assert " offload " not in plain
 PY

@@ -124,6 +124,25 @@ PY
 then pass=$((pass+1)); else echo "FAIL offload-layers"; fail=$((fail+1)); fi
 expect offload-layers-zero 2 "offload_layers=0: expected -1 \(every activation\) or a count >= 1" -- "${off[@]}" --offload-layers 0
 expect offload-layers-over 2 "offload_layers=33 exceeds the layers per pipeline rank \(32\)" -- "${off[@]}" --offload-layers 33
+# Optimizer offload of a share (Megatron's --optimizer-offload-fraction): the flag turns offload on and
+# is recorded; the GPU keeps 1 - F of the optimizer states (ZeRO-1 over dp 8 of Llama 3 8B: 12 bytes x
+# 8.03e9 / 8 = 12.0 GB at F = 0, 6.0 GB at 0.5, 0 at 1), and the offload time is the host part's,
+# proportional to F (the CPU step is longer than the GPU's for the other half).
+opt=(train --model llama3-8b --gpu h100-sxm --gpus 8 --dp 8 --seq 4096 --gbs 16 --dp-sharding zero1)
+if python3 - "$("$bin" --json "${opt[@]}")" "$("$bin" --json "${opt[@]}" --optimizer-offload-fraction 0.5)" "$("$bin" --json "${opt[@]}" --optimizer-offload)" <<'PY' 2>/dev/null
+import json, sys
+none, half, every = (json.loads(a) for a in sys.argv[1:4])
+assert none["plan"]["optimizer_offload"] is False and none["plan"]["optimizer_offload_fraction"] == 1.0
+assert half["plan"]["optimizer_offload"] is True and half["plan"]["optimizer_offload_fraction"] == 0.5
+assert every["plan"]["optimizer_offload"] is True and every["plan"]["optimizer_offload_fraction"] == 1.0
+o = [r["memory"]["optimizer"] for r in (none, half, every)]
+assert abs(o[1] - o[0] / 2) <= 1 and o[2] == 0 and 11.9e9 < o[0] < 12.2e9, o
+t = [r["time"]["offload"] for r in (none, half, every)]
+assert t[0] == 0 and abs(t[1] - t[2] / 2) < 1e-6 * t[2], t
+PY
+then pass=$((pass+1)); else echo "FAIL optimizer-offload-fraction"; fail=$((fail+1)); fi
+expect optimizer-offload-fraction-zero 2 "optimizer offload fraction 0 must be in \(0, 1\]" -- "${opt[@]}" --optimizer-offload-fraction 0
+expect optimizer-offload-fraction-text 2 "--optimizer-offload-fraction" -- "${opt[@]}" --optimizer-offload-fraction half
 expect recompute-layers-negative 2 "recompute_layers=-3: expected -1" -- "${off[@]}" --recompute full --recompute-layers -3
 expect straggler-bad-stage 2 "--straggler.*'2:1.5': expected STAGE:FACTOR with STAGE in \[0, 2\)" -- "${pp2[@]}" --straggler 2:1.5
 expect straggler-bad-factor 2 "--straggler.*FACTOR >= 1" -- "${pp2[@]}" --straggler 0:0.5

@@ -255,7 +255,7 @@ std::string variants_note(const tr::PlannerCounts& c) {
   std::vector<std::string> parts;
   if (c.partial_recompute > 0) parts.push_back(fmt::format("{} plans recomputing some layers", c.partial_recompute));
   if (c.activation_offload > 0) parts.push_back(fmt::format("{} offloading some layers' activations", c.activation_offload));
-  if (c.optimizer_offload > 0) parts.push_back(fmt::format("{} with the optimizer on the host", c.optimizer_offload));
+  if (c.optimizer_offload > 0) parts.push_back(fmt::format("{} with some of the optimizer on the host", c.optimizer_offload));
   if (c.unsharded > 0) parts.push_back(fmt::format("{} ZeRO-3 plans keeping layers gathered", c.unsharded));
   if (parts.empty()) return {};
   const std::string last = parts.back();
@@ -540,7 +540,8 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
       ->capture_default_str();
   c->add_option("--offload", a->offload,
                 "plans over the budget also offloading to host memory what makes them fit (offload column): the activations of the "
-                "fewest first layers (act:K; one stage, no recompute), the optimizer (opt; sharded plans), or both kinds: "
+                "fewest first layers (act:K; one stage, no recompute), the smallest share of the optimizer in twentieths "
+                "(opt:F; sharded plans), or both kinds: "
                 "no | activations | optimizer | both")
       ->capture_default_str();
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();

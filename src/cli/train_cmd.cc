@@ -51,6 +51,8 @@ struct TrainArgs {
   bool activation_offload = false, optimizer_offload = false;
   int64_t offload_layers = -1;  // --offload-layers (implies --activation-offload)
   bool offload_layers_given = false;
+  double optimizer_offload_fraction = 1.0;  // --optimizer-offload-fraction (implies --optimizer-offload)
+  bool optimizer_fraction_given = false;
   std::vector<std::string> stragglers;
   std::vector<std::string> slow_links;
   std::string trace_out, trace_ranks;
@@ -155,7 +157,9 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   // --offload-layers N offloads N layers per rank, so it turns offload on (-1: every activation).
   p.activation_offload = a.activation_offload || a.offload_layers_given;
   p.offload_layers = a.offload_layers;
-  p.optimizer_offload = a.optimizer_offload;
+  // --optimizer-offload-fraction F keeps 1 - F of the optimizer on the GPU, so it turns offload on.
+  p.optimizer_offload = a.optimizer_offload || a.optimizer_fraction_given;
+  p.optimizer_offload_fraction = a.optimizer_offload_fraction;
   return p;
 }
 
@@ -621,6 +625,10 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--offload-layers", a->offload_layers,
                 "offload the activations of the first N layers per pipeline rank only (implies --activation-offload; -1 all)");
   c->add_flag("--optimizer-offload", a->optimizer_offload, "optimizer states and step on the host");
+  c->add_option("--optimizer-offload-fraction", a->optimizer_offload_fraction,
+                "the share of each rank's optimizer (master weights, moments, step) on the host, the rest on the GPU "
+                "(Megatron's --optimizer-offload-fraction; implies --optimizer-offload): (0, 1]")
+      ->capture_default_str();
   c->add_option("--straggler", a->stragglers,
                 "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")
       ->type_name("STAGE:FACTOR");
@@ -789,6 +797,7 @@ void register_train_command(CLI::App& app, std::vector<std::pair<CLI::App*, Acti
       if (*commands) throw InputError(kCl.with_key("--commands"), "needs --replay FILE");
       a->seq_given = c->count("--seq") > 0;
       a->offload_layers_given = c->count("--offload-layers") > 0;
+      a->optimizer_fraction_given = c->count("--optimizer-offload-fraction") > 0;
       run_train(ctx, *a);
       return;
     }

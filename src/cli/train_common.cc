@@ -338,7 +338,9 @@ std::string recompute_label(const train::Plan& p) {
 std::string offload_label(const train::Plan& p) {
   std::vector<std::string> parts;
   if (p.activation_offload) parts.push_back(p.offload_layers >= 0 ? fmt::format("act:{}", p.offload_layers) : "act");
-  if (p.optimizer_offload) parts.emplace_back("opt");
+  if (p.optimizer_offload) {
+    parts.push_back(p.optimizer_offload_fraction < 1.0 ? fmt::format("opt:{:g}", p.optimizer_offload_fraction) : "opt");
+  }
   return parts.empty() ? "-" : fmt::format("{}", fmt::join(parts, "+"));
 }
 
@@ -384,6 +386,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"activation_offload", p.activation_offload},
                   {"offload_layers", p.offload_layers},
                   {"optimizer_offload", p.optimizer_offload},
+                  {"optimizer_offload_fraction", p.optimizer_offload_fraction},
                   {"precision", hw::dtype_name(p.precision)},
                   {"fp8_attention", p.fp8_attention},
                   {"fp8_recipe", train::fp8_recipe_name(p.fp8_recipe)},

@@ -111,7 +111,7 @@ std::string sharding_label(const train::Plan& p);
 std::string recompute_label(const train::Plan& p);
 std::string schedule_label(const train::Plan& p);
 // "act:K" (the first K layers' activations per rank), "act" (every activation), "opt" (optimizer
-// states and step), joined by "+"; "-" for none.
+// states and step; "opt:F" for the share F of them), joined by "+"; "-" for none.
 std::string offload_label(const train::Plan& p);
 // The optional columns: `precision` (plan train searching several), `offload` (plan train searching
 // offload, train).

@@ -23,6 +23,7 @@ class Trace {
     last_ = s_ == p_.pp - 1;
     zero3_ = p_.sharding == Sharding::kZero3;
     offload_all_ = p_.activation_offload && p_.offload_layers < 0;
+    gpu_optimizer_ = 1.0 - p_.host_optimizer_share();
     // Layers per chunk and what each saves; the first recompute_layers of the stage are fully
     // recomputed and the first offload_layers offload (as train/memory.cc counts them).
     for (int64_t v = 0; v < p_.vp; ++v) {
@@ -77,9 +78,9 @@ class Trace {
       }
       free(root_);
       free(head_grad_);
-      if (step == 0 && !p_.optimizer_offload) {
+      if (step == 0 && gpu_optimizer_ > 0.0) {
         // Adam's moments, created at the first optimizer step.
-        for (int64_t n : params_) alloc(times(n, d(p_.moment_bytes()) / opt_shards()));
+        for (int64_t n : params_) alloc(times(n, gpu_optimizer_ * d(p_.moment_bytes()) / opt_shards()));
       }
     }
     return AllocatorEstimate{a_.peak_allocated(), a_.peak_reserved()};
@@ -104,7 +105,7 @@ class Trace {
       } else if (!p_.separate_master()) {
         alloc(times(n, d(k_.weight_bytes) / opt_shards()));  // the 16-bit shard is the parameter (memory.cc)
       }
-      if (!p_.optimizer_offload) alloc(times(n, d(p_.master_bytes()) / opt_shards()));
+      if (gpu_optimizer_ > 0.0) alloc(times(n, gpu_optimizer_ * d(p_.master_bytes()) / opt_shards()));
     }
   }
 
@@ -208,6 +209,7 @@ class Trace {
   CachingAllocator a_;
   bool first_ = false, last_ = false, zero3_ = false;
   bool offload_all_ = false;  // every saved activation to host memory (Plan::offload_layers -1)
+  double gpu_optimizer_ = 1.0;  // the share of the optimizer on the GPU (Plan::host_optimizer_share)
   struct Layer {
     Bytes saved;  // one micro-batch's saved activations
     Bytes work;   // the backward working set

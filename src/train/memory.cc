@@ -41,7 +41,7 @@ MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryCo
       m.optimizer = scaled(params, opt / n);
       break;
   }
-  if (p.optimizer_offload) m.optimizer = Bytes(0);
+  m.optimizer = Bytes::from_double(m.optimizer.to_double() * (1.0 - p.host_optimizer_share()));
   return m;
 }
 

@@ -34,6 +34,12 @@ TEST(Memory, ZeroModelStatesMatchTheZeroPaper) {
   p.optimizer_offload = true;
   p.sharding = Sharding::kZero1;
   EXPECT_EQ(model_state_memory(psi, p).optimizer.count(), 0);
+  // A share of the optimizer on the host (Megatron's --optimizer-offload-fraction) keeps the rest:
+  // 0.25 on the host leaves 0.75 x 12 Psi / 64 = 1.0547 GB; weights and gradients do not move.
+  p.optimizer_offload_fraction = 0.25;
+  const MemoryBreakdown m = model_state_memory(psi, p);
+  EXPECT_NEAR(m.optimizer.to_gb(), 0.75 * 90.0 / 64.0, 1e-6);
+  EXPECT_NEAR((m.weights + m.gradients).to_gb(), 30.0, 1e-6);
 }
 
 // The optimizer's states as Plan::optimizer_dtype and Plan::master_weights set them, sharded over dp 8

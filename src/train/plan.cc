@@ -345,6 +345,13 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
       add("offload_layers", fmt::format("offload_layers={} exceeds the layers per pipeline rank ({})", p.offload_layers, most));
     }
   }
+  if (!(p.optimizer_offload_fraction > 0.0 && p.optimizer_offload_fraction <= 1.0)) {
+    add("optimizer_offload_fraction",
+        fmt::format("optimizer offload fraction {} must be in (0, 1]", p.optimizer_offload_fraction));
+  } else if (p.optimizer_offload_fraction < 1.0 && !p.optimizer_offload) {
+    add("optimizer_offload_fraction",
+        fmt::format("optimizer offload fraction {} given without optimizer offload", p.optimizer_offload_fraction));
+  }
   if (!(p.load_imbalance >= 1.0 && std::isfinite(p.load_imbalance))) {
     add("load_imbalance", fmt::format("load imbalance {} must be a finite number >= 1", p.load_imbalance));
   }

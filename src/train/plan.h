@@ -130,6 +130,11 @@ struct Plan {
   // get_cpu_offload_context); -1 = every saved activation, the embedding output and logits included.
   int64_t offload_layers = -1;
   bool optimizer_offload = false;   // Adam states and master weights on the host; the step on the CPU
+  // optimizer_offload: the share of each rank's optimizer (its parameters' master weights and moments,
+  // and their step) on the host; the rest stays on the GPU (Megatron's --optimizer-offload-fraction).
+  double optimizer_offload_fraction = 1.0;
+  // The share of the rank's optimizer on the host: optimizer_offload_fraction when offloading, else 0.
+  double host_optimizer_share() const { return optimizer_offload ? optimizer_offload_fraction : 0.0; }
 
   // ---- numerics
   hw::DType precision = hw::DType::kBf16;  // compute and activation dtype (fp8: GEMMs in fp8)

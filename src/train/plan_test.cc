@@ -138,6 +138,19 @@ TEST(Plan, EveryConstraintHasItsKey) {
     }
   }
   {
+    // The optimizer's host share: in (0, 1], and below 1 only with optimizer offload.
+    Plan p;
+    EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "optimizer_offload_fraction"));
+    p.optimizer_offload_fraction = 0.5;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "optimizer_offload_fraction"));
+    p.optimizer_offload = true;
+    EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "optimizer_offload_fraction"));
+    for (double bad : {0.0, -0.5, 1.5, std::nan("")}) {
+      p.optimizer_offload_fraction = bad;
+      EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "optimizer_offload_fraction")) << bad;
+    }
+  }
+  {
     Plan p;
     p.master_weights = MasterWeights::kRemainders;  // bf16 weights' low bits of an fp32 optimizer
     EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "master_weights"));

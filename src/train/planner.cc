@@ -97,12 +97,7 @@ bool faster(const Candidate& a, const Candidate& b) {
 
 Time optimizer_time(const Plan& p, int64_t params, const compute::ComputeModel& cm) {
   // The simulator's optimizer task (train/simulator.h, "Optimizer").
-  const double local = d(params) / d(p.sharding == Sharding::kNone ? 1 : p.shard_size());
-  if (p.optimizer_offload) {
-    return Bytes::from_double(local * (d(p.grad_bytes) + 2.0)) / cm.gpu().host_copy_bandwidth() +
-           Time::seconds(local / kCpuAdamParamsPerSecond);
-  }
-  return cm.memory_bound(Bytes::from_double(local * d(p.optimizer_step_bytes())));
+  return optimizer_step_time(p, d(params) / d(p.sharding == Sharding::kNone ? 1 : p.shard_size()), cm);
 }
 
 // The time of one collective of `bytes_per_param` x n bytes, remembering the last n (the layers of a
@@ -491,15 +486,22 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
         },
         smallest_fitting_count});
   }
-  // Optimizer offload: a sharded plan over the budget with its optimizer on the host, if that fits.
+  // Optimizer offload: a sharded plan over the budget with the smallest share of its optimizer on the
+  // host that fits, in steps of 1 / kOptimizerOffloadSteps (k steps: fraction k / steps; the GPU's
+  // share of the optimizer memory falls with k): the same bisection over k in [1, steps].
   if (o.space.optimizer_offload) {
     r.counts.optimizer_offload = add_variants(VariantRule{
         [](const Candidate& c) {
           return c.status == CandidateStatus::kOverBudget && c.plan.sharding != Sharding::kNone &&
                  !c.plan.optimizer_offload;
         },
-        [](Plan& p, int64_t) { p.optimizer_offload = true; },
-        [](const std::function<bool(int64_t)>& fits, int64_t) -> int64_t { return fits(0) ? 0 : -1; }});
+        [](Plan& p, int64_t k) {
+          p.optimizer_offload = true;
+          p.optimizer_offload_fraction = static_cast<double>(k) / static_cast<double>(kOptimizerOffloadSteps);
+        },
+        [](const std::function<bool(int64_t)>& fits, int64_t) {
+          return smallest_fitting_count(fits, kOptimizerOffloadSteps + 1);
+        }});
   }
   // Selective unsharding: a ZeRO-3 plan within the budget keeping the most layers per pipeline rank
   // gathered that still fit (the peak grows with each; none kept fits: the candidate itself).

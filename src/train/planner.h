@@ -103,8 +103,9 @@ struct SearchSpace {
   bool activation_offload = false;
   // Optimizer offload: every sharded plan (ZeRO-1 and up: DeepSpeed's offload_optimizer and
   // Megatron's --optimizer-cpu-offload run on the distributed optimizer) that is over the budget also
-  // with the Adam states, master weights and step on the host (Plan::optimizer_offload), when that
-  // brings it within. After the activation-offload variants.
+  // with the smallest share of its Adam states, master weights and step on the host that brings it
+  // within (Plan::optimizer_offload_fraction, a multiple of 1 / kOptimizerOffloadSteps). After the
+  // activation-offload variants.
   bool optimizer_offload = false;
   // MoE plans with ep > 1: one plan per token dispatcher listed (Plan::moe_dispatcher). Empty: the base
   // plan's dispatcher only. Plans without expert parallelism keep the base's (nothing is exchanged). A
@@ -196,6 +197,9 @@ struct PlannerResult {
   std::vector<Candidate> candidates;  // every candidate by index, with keep_candidates
   int64_t bound_violations = 0;  // simulated plans faster than their bound (0 unless the bound is wrong)
 };
+
+// Optimizer-offload variants put a multiple of 1 / this of the optimizer on the host (0.05, 0.1, ... 1).
+inline constexpr int64_t kOptimizerOffloadSteps = 20;
 
 // Phase 3 on a topology (see the model card): plans re-simulated per place of the top K.
 inline constexpr size_t kFlowRerankFactor = 3;

@@ -1,6 +1,7 @@
 #include "train/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <set>
@@ -373,7 +374,8 @@ bool same_shape(const Plan& a, const Plan& b) {
          a.schedule == b.schedule && a.mbs == b.mbs && a.sharding == b.sharding && a.shard_group == b.shard_group &&
          a.recompute == b.recompute && a.recompute_layers == b.recompute_layers && a.sp == b.sp &&
          a.unsharded_layers == b.unsharded_layers && a.activation_offload == b.activation_offload &&
-         a.offload_layers == b.offload_layers && a.optimizer_offload == b.optimizer_offload;
+         a.offload_layers == b.offload_layers && a.optimizer_offload == b.optimizer_offload &&
+         a.optimizer_offload_fraction == b.optimizer_offload_fraction;
 }
 
 // A plan's peak as the search measures it: the tensors' (the caching allocator's reservation apart).
@@ -540,12 +542,13 @@ TEST(Planner, PartialRecomputeVariantsRecomputeTheFewestLayersThatFit) {
 // mbs 2, ZeRO-1, no recompute: its 4 layers on one rank, one micro-batch in flight. With A a layer's
 // saved activations and T the rest, offloading the first K layers keeps min(K, 2) of them on the GPU
 // (the layer computed and the one whose copy is in flight; train/memory.h): K = 1 and 2 leave T + 4A,
-// K = 3 gives T + 3A. The budget T + 3.5 A therefore admits K = 3 and not K = 2. Its optimizer on the
-// host takes off ZeRO-1's 12 bytes per parameter over dp 8 (about 17.8 M parameters: 27 MB, more than
-// A / 2 = 2.9 MB at seq 128, mbs 2, hidden 512), so that plan also has an optimizer-offload variant.
+// K = 3 gives T + 3A. The budget T + 3.5 A therefore admits K = 3 and not K = 2. A share F of its
+// optimizer on the host takes F x O off the GPU, O being ZeRO-1's 12 bytes per parameter over dp 8
+// (about 17.8 M parameters: 27 MB, more than A / 2 = 2.9 MB at seq 128, mbs 2, hidden 512), so its
+// optimizer-offload variant puts the fewest twentieths on the host that cover A / 2: k = ceil(20 A / (2 O)).
 // For every variant: within the budget, its source (the same plan without that offload) over it,
 // activation offload only on one stage without recompute and with one layer fewer over the budget,
-// optimizer offload only on sharded plans.
+// optimizer offload only on sharded plans and with one twentieth fewer over the budget.
 TEST(Planner, OffloadVariantsOffloadWhatMakesAPlanFit) {
   Small s;
   PlannerOptions o = s.options();
@@ -579,7 +582,7 @@ TEST(Planner, OffloadVariantsOffloadWhatMakesAPlanFit) {
   EXPECT_GT(r.counts.activation_offload, 0);
   EXPECT_GT(r.counts.optimizer_offload, 0);
   int64_t chosen_k = 0;
-  bool chosen_opt = false;
+  int64_t chosen_twentieths = 0;
   for (size_t i = n; i < r.candidates.size(); ++i) {
     const Candidate& v = r.candidates[i];
     EXPECT_LE(v.peak, r.budget) << "variant " << i;
@@ -588,6 +591,7 @@ TEST(Planner, OffloadVariantsOffloadWhatMakesAPlanFit) {
     source.activation_offload = false;
     source.offload_layers = -1;
     source.optimizer_offload = false;
+    source.optimizer_offload_fraction = 1.0;
     const Candidate* src = nullptr;
     for (size_t j = 0; j < n; ++j) {
       if (same_shape(r.candidates[j].plan, source)) src = &r.candidates[j];
@@ -609,11 +613,21 @@ TEST(Planner, OffloadVariantsOffloadWhatMakesAPlanFit) {
       if (is_chosen) chosen_k = k;
     } else {
       EXPECT_NE(v.plan.sharding, Sharding::kNone);
-      if (is_chosen) chosen_opt = true;
+      const double twentieths = v.plan.optimizer_offload_fraction * kOptimizerOffloadSteps;
+      const int64_t k = std::llround(twentieths);
+      EXPECT_DOUBLE_EQ(twentieths, static_cast<double>(k)) << "variant " << i;
+      ASSERT_GE(k, 1);
+      ASSERT_LE(k, kOptimizerOffloadSteps);
+      if (k > 1) {
+        Plan less = v.plan;
+        less.optimizer_offload_fraction = static_cast<double>(k - 1) / kOptimizerOffloadSteps;
+        EXPECT_GT(search_peak(s, less, o), r.budget) << "variant " << i << " could offload a twentieth less";
+      }
+      if (is_chosen) chosen_twentieths = k;
     }
   }
   EXPECT_EQ(chosen_k, 3);
-  EXPECT_TRUE(chosen_opt);
+  EXPECT_EQ(chosen_twentieths, static_cast<int64_t>(std::ceil(20.0 * layer_act.to_double() / (2.0 * chosen->memory.optimizer.to_double()))));
 }
 
 TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {

@@ -27,6 +27,16 @@ std::string_view time_category_name(TimeCategory c) {
   return "?";
 }
 
+Time optimizer_step_time(const Plan& p, double local, const compute::ComputeModel& cm) {
+  const double f = p.host_optimizer_share();
+  const Time gpu = cm.memory_bound(Bytes::from_double((1.0 - f) * local * static_cast<double>(p.optimizer_step_bytes())));
+  if (f <= 0.0) return gpu;
+  const double host = f * local;
+  const Time cpu = Bytes::from_double(host * (static_cast<double>(p.grad_bytes) + 2.0)) / cm.gpu().host_copy_bandwidth() +
+                   Time::seconds(host / kCpuAdamParamsPerSecond);
+  return std::max(gpu, cpu);
+}
+
 namespace {
 
 double d(int64_t v) { return static_cast<double>(v); }
@@ -532,14 +542,8 @@ class Builder {
     int64_t params = 0;
     for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, n_layers(s, c));
     const double local = d(params) / d(p_.sharding == Sharding::kNone ? 1 : p_.shard_size());
-    Time t;
-    TimeCategory category = TimeCategory::kOptimizer;
-    if (p_.optimizer_offload) {
-      t = Bytes::from_double(local * (d(p_.grad_bytes) + 2.0)) / host_copy_ + Time::seconds(local / kCpuAdamParamsPerSecond);
-      category = TimeCategory::kOffload;
-    } else {
-      t = cm_.memory_bound(Bytes::from_double(local * d(p_.optimizer_step_bytes())));
-    }
+    const Time t = optimizer_step_time(p_, local, cm_);
+    const TimeCategory category = p_.optimizer_offload ? TimeCategory::kOffload : TimeCategory::kOptimizer;
     Parts parts;
     const TaskId opt = add_task(s, st.compute, t, category, parts, false, "compute", [] { return std::string("optimizer"); });
     for (TaskId d : dp_tasks_[static_cast<size_t>(s)]) dep(opt, d);

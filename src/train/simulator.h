@@ -23,10 +23,13 @@
 //     HSDP adds an all-reduce across shard replicas. Sparse gradient sync replaces the dense reduction by
 //     an all-gather of density x gradient values plus 4-byte indices (sparse) or a balanced point-to-
 //     point exchange of the same volume in 2(n-1)/n rounds (Zen, OSDI 2025: hash-balanced partitions).
-//   Optimizer: Adam reads master, moments and gradient and writes master, moments and the bf16 copy:
-//     Plan::optimizer_step_bytes per local parameter (26 + grad_bytes with an fp32 master and fp32
-//     moments), memory-bound on the GPU. Offloaded: gradients down
-//     and parameters up over PCIe plus the CPU step at kCpuAdamParamsPerSecond (an assumption).
+//   Optimizer (optimizer_step_time): Adam reads master, moments and gradient and writes master, moments
+//     and the bf16 copy: Plan::optimizer_step_bytes per local parameter (26 + grad_bytes with an fp32
+//     master and fp32 moments), memory-bound on the GPU. Offloaded (the host's share f of the local
+//     parameters, Plan::optimizer_offload_fraction): their gradients down and parameters up over the
+//     host link plus the CPU step at kCpuAdamParamsPerSecond (an assumption), while the GPU steps the
+//     rest (Megatron's HybridDeviceOptimizer launches the GPU part, then steps the CPU part): the
+//     longer of the two.
 //   Activation offload: each forward's saved activations are copied to the host over PCIe on a copy
 //     stream and back before the backward; a backward that waits for its copy is an offload stall.
 //   Link sharing: a stage's collectives on the same link of its rank (network or NVLink,
@@ -73,6 +76,10 @@ std::string_view time_category_name(TimeCategory c);  // "compute", "recompute",
 // CPU Adam throughput per GPU's share of the host (optimizer offload). An assumption: DeepSpeed's
 // CPU-Adam reports about 1e9 parameters/s per socket-share (Ren et al. 2021, ZeRO-Offload, Sec. 5).
 inline constexpr double kCpuAdamParamsPerSecond = 1e9;
+
+// One optimizer step of `local_params` parameters (a rank's share) under plan p (the model card's
+// "Optimizer"); the planner's bound uses the same.
+Time optimizer_step_time(const Plan& p, double local_params, const compute::ComputeModel& cm);
 
 struct TraceEvent {
   int32_t stage = 0;

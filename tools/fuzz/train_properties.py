@@ -14,7 +14,8 @@ plans that differ in one setting. Each relation below holds for every plan, with
   offload        --activation-offload / --optimizer-offload: the peak is not higher; --offload-layers 1
                  (the first layer of each rank) keeps the tensors' peak at most that without offload, and
                  offloading everything at most that of one layer (two layers' buffers replace each
-                 offloaded layer's in-flight micro-batches)
+                 offloaded layer's in-flight micro-batches); a larger --optimizer-offload-fraction keeps
+                 the tensors' peak at most that of a smaller one
   optimizer      --optimizer-dtype bf16 --master-weights none (4 instead of 12 bytes of states per
                  parameter): the tensors' peak (peak less the allocator's reservation) is not higher
   fp8            --precision fp8 against bf16 (h100): the tensors' peak is not higher (Transformer Engine
@@ -104,6 +105,8 @@ PAIRS = {
                   lambda a, b: le(a['step_time_s'], b['step_time_s']) and b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
     'activation offload': ([], ['--activation-offload'], lambda a, b: b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
     'optimizer offload': ([], ['--optimizer-offload'], lambda a, b: b['peak_memory_bytes'] <= a['peak_memory_bytes'], True),
+    'optimizer offload share': (['--optimizer-offload-fraction', '0.25'], ['--optimizer-offload-fraction', '0.75'],
+                                lambda a, b: tensors(b) <= tensors(a), True),
     'offload one layer': ([], ['--offload-layers', '1'], lambda a, b: tensors(b) <= tensors(a), True),
     'offload every layer': (['--offload-layers', '1'], ['--activation-offload'], lambda a, b: tensors(b) <= tensors(a), True),
     'optimizer states': ([], ['--optimizer-dtype', 'bf16', '--master-weights', 'none'],
