@@ -209,11 +209,14 @@ plain = subprocess.run(args, capture_output=True, text=True, check=True).stdout
 assert " offload " not in plain
 PY
 then pass=$((pass+1)); else echo "FAIL plan offload"; fail=$((fail+1)); fi
-expect plan-moe-line 0 "MoE: top-2 of 8 experts, deepep dispatcher, dropless, load imbalance 1" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --top 1 --quiet --moe-dispatcher deepep --max-cp 1 --shardings zero3
+# Mixtral 8x7B on 16 H100: its 46.7 B parameters at 18 bytes each (bf16 weights, fp32 gradients, master
+# and moments: 841 GB) fit no sharding of 8 x 80 GB; the routed experts' states shard over the expert-
+# data-parallel ranks only (Plan::expert_shard_size), so EP does not divide them again.
+expect plan-moe-line 0 "MoE: top-2 of 8 experts, deepep dispatcher, dropless, load imbalance 1" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 8 --top 1 --quiet --moe-dispatcher deepep --max-cp 1 --shardings zero3
 # --moe-dispatcher with a list searches each dispatcher where ep > 1: top-2 of 8 experts on ep 4 sends
 # 4(1 - C(6,2)/C(8,2)) = 1.86 copies per token with deepep against 2 with alltoall, so the searched
 # top holds deepep plans, and the JSON names the list; a bad item names the flag and the nearest name.
-moe_plan=(plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --top 3 --quiet --max-cp 1 --shardings zero3)
+moe_plan=(plan train --model mixtral-8x7b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 8 --top 3 --quiet --max-cp 1 --shardings zero3)
 if "$bin" --json "${moe_plan[@]}" --moe-dispatcher alltoall,deepep | python3 -c '
 import json, sys
 d = json.load(sys.stdin)

@@ -442,6 +442,9 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["peak_stage"] = r.memory.peak_stage;
     j["peak_rank"] = r.memory.peak_rank;
     j["memory_capacity_bytes"] = r.memory.capacity.count();
+    j["host_memory_bytes"] = r.memory.host_peak.count();
+    j["host_memory_capacity_bytes"] = r.memory.host_capacity.count() > 0 ? Json(r.memory.host_capacity.count()) : Json(nullptr);
+    j["host_fits"] = r.memory.host_fits;
     j["fits"] = r.memory.fits;
     Json m = Json::object();
     for (const auto& [k, v] : mem) m[k] = v.count();
@@ -487,7 +490,13 @@ void run_train(Context& ctx, const TrainArgs& a) {
   s.add_row({"HFU", fmt::format("{:.1f}%", 100 * r.hfu)});
   s.add_row({"peak memory (GiB)", fmt::format("{} of {} (rank {}, stage {})", gib(r.memory.peak), gib(r.memory.capacity),
                                               r.memory.peak_rank, r.memory.peak_stage)});
-  s.add_row({"fits", r.memory.fits ? "yes" : "NO"});
+  if (r.memory.host_peak.count() > 0) {
+    s.add_row({"host memory (GiB)",
+               r.memory.host_capacity.count() > 0
+                   ? fmt::format("{} of {} per GPU (offload)", gib(r.memory.host_peak), gib(r.memory.host_capacity))
+                   : fmt::format("{} per GPU (offload; the node's host memory unknown: give --node)", gib(r.memory.host_peak))});
+  }
+  s.add_row({"fits", r.memory.fits ? "yes" : r.memory.host_fits ? "NO" : "NO (host memory)"});
   s.add_row({"communication", fabric_description(a.fabric, topology)});
   if (model.is_moe()) s.add_row({"MoE", moe_routing(model, plan, true)});
   for (const tr::SlowLink& l : opt.slow_links) {

@@ -31,7 +31,7 @@ class Trace {
       std::vector<Layer> chunk;
       for (int64_t i = 0; i < r.count; ++i) {
         const LayerCost& lc = c_.layer[static_cast<size_t>(r.first + i)];
-        params_.push_back(lc.params);
+        params_.push_back({lc.params, p_.local_optimizer_params(lc.params, lc.expert_params)});
         const bool recomputed = p_.recomputes_layer(r.offset + i);
         Layer l;
         l.offloaded = p_.offloads_layer(r.offset + i);
@@ -58,8 +58,8 @@ class Trace {
     const size_t passes = static_cast<size_t>(replay_.microbatches() * p_.vp);
     saved_.resize(passes);
     loss_.assign(passes, -1);
-    if (first_) params_.push_back(c_.pre.params);
-    if (last_) params_.push_back(c_.post.params);
+    if (first_) params_.push_back({c_.pre.params, p_.local_optimizer_params(c_.pre.params, 0)});
+    if (last_) params_.push_back({c_.post.params, p_.local_optimizer_params(c_.post.params, 0)});
     const hw::DType act = p_.activation_dtype();
     const double dt = d(hw::dtype_bytes(act));
     const double logits = last_ ? d(p_.mbs) * d(p_.seq / p_.cp) * d(m_.vocab) / d(p_.tp) : 0.0;
@@ -80,7 +80,7 @@ class Trace {
       free(head_grad_);
       if (step == 0 && gpu_optimizer_ > 0.0) {
         // Adam's moments, created at the first optimizer step.
-        for (int64_t n : params_) alloc(times(n, gpu_optimizer_ * d(p_.moment_bytes()) / opt_shards()));
+        for (const Params& n : params_) alloc(Bytes::from_double(n.local * gpu_optimizer_ * d(p_.moment_bytes())));
       }
     }
     return AllocatorEstimate{a_.peak_allocated(), a_.peak_reserved()};
@@ -90,7 +90,6 @@ class Trace {
   size_t slot(int32_t chunk, int32_t mb) const {
     return static_cast<size_t>(chunk) * static_cast<size_t>(replay_.microbatches()) + static_cast<size_t>(mb);
   }
-  double opt_shards() const { return p_.sharding == Sharding::kNone ? 1.0 : d(p_.shard_size()); }
 
   int64_t alloc(Bytes b) { return b.count() > 0 ? a_.allocate(b) : -1; }
   void free(int64_t h) {
@@ -98,14 +97,14 @@ class Trace {
   }
 
   void start() {
-    for (int64_t n : params_) {
+    for (const Params& n : params_) {
       if (!zero3_) {
-        alloc(times(n, d(k_.weight_bytes)));
-        alloc(times(n, d(p_.grad_bytes) / (p_.sharding == Sharding::kZero2 ? d(p_.shard_size()) : 1.0)));
+        alloc(times(n.count, d(k_.weight_bytes)));
+        alloc(p_.sharding == Sharding::kZero2 ? Bytes::from_double(n.local * d(p_.grad_bytes)) : times(n.count, d(p_.grad_bytes)));
       } else if (!p_.separate_master()) {
-        alloc(times(n, d(k_.weight_bytes) / opt_shards()));  // the 16-bit shard is the parameter (memory.cc)
+        alloc(Bytes::from_double(n.local * d(k_.weight_bytes)));  // the 16-bit shard is the parameter (memory.cc)
       }
-      if (gpu_optimizer_ > 0.0) alloc(times(n, gpu_optimizer_ * d(p_.master_bytes()) / opt_shards()));
+      if (gpu_optimizer_ > 0.0) alloc(Bytes::from_double(n.local * gpu_optimizer_ * d(p_.master_bytes())));
     }
   }
 
@@ -218,7 +217,11 @@ class Trace {
   std::vector<std::vector<Layer>> chunks_;
   Bytes piece_;
   Plan replay_;
-  std::vector<int64_t> params_;  // parameters on the rank: per layer, then the embedding and the head
+  struct Params {
+    int64_t count = 0;  // on the rank
+    double local = 0;   // of whose optimizer states it holds (Plan::local_optimizer_params)
+  };
+  std::vector<Params> params_;  // parameters on the rank: per layer, then the embedding and the head
   Bytes logits_;   // the last stage's logits in the activation dtype (0 elsewhere)
   Bytes softmax_;  // the same in fp32
   std::vector<PipelinePass> order_;

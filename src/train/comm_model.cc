@@ -22,6 +22,7 @@ ClusterSpec ClusterSpec::from_catalog(const hw::GpuSpec& gpu, const hw::NodeSpec
   c.scaleup_efficiency = coll::nccl_nvlink_efficiency(gpu.architecture);
   c.nvls_efficiency = coll::nccl_nvls_efficiency(gpu.architecture, node != nullptr && node->intra_node == hw::IntraNode::kNvswitch);
   c.pcie_bandwidth = gpu.pcie.bandwidth_per_direction;
+  if (node != nullptr && node->gpus_per_node > 0) c.host_memory_per_gpu = Bytes(node->host_memory.count() / node->gpus_per_node);
   if (node != nullptr && node->pcie.bandwidth_per_direction.bytes_per_second() > 0) {
     c.pcie_bandwidth = std::min(c.pcie_bandwidth, node->pcie.bandwidth_per_direction);
   }

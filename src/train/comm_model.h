@@ -47,6 +47,7 @@ struct ClusterSpec {
   Bandwidth scaleup_bandwidth;  // per GPU per direction (NVLink); zero: PCIe only
   Bandwidth nic_bandwidth;      // per GPU per direction
   Bandwidth pcie_bandwidth;     // GPU <-> host per direction (offload)
+  Bytes host_memory_per_gpu;    // the node's host memory over its GPUs (offload's room); zero: unknown
   Time scaleup_latency = Time::ns(470);   // NCCL hwLat NVLink, Ring/LL (tuning.cc)
   Time network_latency = Time::ns(2700);  // NCCL hwLat NET, Ring/LL (tuning.cc)
   double scaleup_efficiency = 0.8;        // NCCL 20 of 25 GB/s per NVLink link (topo.h); per generation:

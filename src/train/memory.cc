@@ -15,31 +15,35 @@ Bytes scaled(int64_t params, double bytes_per_param) {
 
 }  // namespace
 
-MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryConstants& k) {
+MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryConstants& k, int64_t expert_params) {
   MemoryBreakdown m;
-  const double n = d(p.shard_size());
   const double opt = d(p.master_bytes() + p.moment_bytes());
-  switch (p.sharding) {
-    case Sharding::kNone:
-      m.weights = scaled(params, d(k.weight_bytes));
-      m.gradients = scaled(params, d(p.grad_bytes));
-      m.optimizer = scaled(params, opt);
-      break;
-    case Sharding::kZero1:
-      m.weights = scaled(params, d(k.weight_bytes));
-      m.gradients = scaled(params, d(p.grad_bytes));
-      m.optimizer = scaled(params, opt / n);
-      break;
-    case Sharding::kZero2:
-      m.weights = scaled(params, d(k.weight_bytes));
-      m.gradients = scaled(params, d(p.grad_bytes) / n);
-      m.optimizer = scaled(params, opt / n);
-      break;
-    case Sharding::kZero3:
-      m.weights = scaled(params, d(k.weight_bytes) / n);
-      m.gradients = scaled(params, d(p.grad_bytes) / n);
-      m.optimizer = scaled(params, opt / n);
-      break;
+  // The dense parameters shard over shard_size ranks, the routed experts' over expert_shard_size.
+  for (const auto& [count, shards] : {std::pair<int64_t, int64_t>{params - expert_params, p.shard_size()},
+                                      std::pair<int64_t, int64_t>{expert_params, p.expert_shard_size()}}) {
+    const double n = d(shards);
+    switch (p.sharding) {
+      case Sharding::kNone:
+        m.weights += scaled(count, d(k.weight_bytes));
+        m.gradients += scaled(count, d(p.grad_bytes));
+        m.optimizer += scaled(count, opt);
+        break;
+      case Sharding::kZero1:
+        m.weights += scaled(count, d(k.weight_bytes));
+        m.gradients += scaled(count, d(p.grad_bytes));
+        m.optimizer += scaled(count, opt / n);
+        break;
+      case Sharding::kZero2:
+        m.weights += scaled(count, d(k.weight_bytes));
+        m.gradients += scaled(count, d(p.grad_bytes) / n);
+        m.optimizer += scaled(count, opt / n);
+        break;
+      case Sharding::kZero3:
+        m.weights += scaled(count, d(k.weight_bytes) / n);
+        m.gradients += scaled(count, d(p.grad_bytes) / n);
+        m.optimizer += scaled(count, opt / n);
+        break;
+    }
   }
   m.optimizer = Bytes::from_double(m.optimizer.to_double() * (1.0 - p.host_optimizer_share()));
   return m;
@@ -60,9 +64,10 @@ double inflight_microbatches(const Plan& p, int64_t s) {
 }
 
 MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const ModelCosts& c, const hw::GpuSpec& gpu,
-                          const MemoryConstants& k) {
+                          const MemoryConstants& k, Bytes host_capacity) {
   MemoryReport r;
   r.capacity = gpu.memory;
+  r.host_capacity = host_capacity;
   int64_t groups = 0;
   for (Group g : {Group::kTp, Group::kCp, Group::kDp, Group::kEp, Group::kPp}) groups += group_size(p, g) > 1 ? 1 : 0;
   r.stages.reserve(static_cast<size_t>(p.pp));
@@ -86,6 +91,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       for (int64_t i = 0; i < range.count; ++i) {
         const LayerCost& lc = c.layer[static_cast<size_t>(range.first + i)];
         st.params += lc.params;
+        st.expert_params += lc.expert_params;
         max_layer_params = std::max(max_layer_params, lc.params);
         Bytes a = lc.saved_activations(p.recompute);
         // Op-level SAC materializes the rest of a layer again in its backward.
@@ -116,7 +122,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     }
     st.inflight_microbatches = inflight_microbatches(p, s);
     MemoryBreakdown& mb = st.memory;
-    mb = model_state_memory(st.params, p, k);
+    mb = model_state_memory(st.params, p, k, st.expert_params);
     if (p.sharding == Sharding::kZero3) {
       // FSDP: the sharded parameter is the fp32 master (under optimizer); bf16 copies of the layers
       // being computed, prefetched or kept unsharded are materialized.
@@ -124,7 +130,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       mb.weights = scaled(max_layer_params * gathered, d(k.weight_bytes));
       // Without a separate master copy (none, or only its low bits) the shard is the 16-bit weight itself.
       if (!p.separate_master()) {
-        mb.weights += scaled(st.params, d(k.weight_bytes) / d(p.shard_size()));
+        mb.weights += Bytes::from_double(d(k.weight_bytes) * p.local_optimizer_params(st.params, st.expert_params));
       }
       mb.gradients += scaled(max_layer_params, d(p.grad_bytes));  // one layer's unsharded gradient
       // The root unit (embedding, final norm, LM head) is not resharded after forward: held gathered
@@ -142,6 +148,18 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     st.offload_held = off_layers > 0 ? std::min(st.inflight_microbatches, 2.0 / d(off_layers)) : 0.0;
     mb.activations = Bytes::from_double((act_mb - act_off_mb).to_double() * st.inflight_microbatches +
                                         act_off_mb.to_double() * st.offload_held);
+    // On the host: every in-flight micro-batch's offloaded activations (pinned buffers for all of them,
+    // the two layers' worth being copied included), and the optimizer's host share with the gradients
+    // of its parameters, copied down each step.
+    const double host_share = p.host_optimizer_share();
+    if (host_share > 0.0) {
+      Plan on_gpu = p;
+      on_gpu.optimizer_offload = false;
+      const double local = p.local_optimizer_params(st.params, st.expert_params);
+      st.host = Bytes::from_double(host_share * (model_state_memory(st.params, on_gpu, k, st.expert_params).optimizer.to_double() +
+                                                 local * d(p.grad_bytes)));
+    }
+    st.host += Bytes::from_double(act_off_mb.to_double() * st.inflight_microbatches);
     Bytes temp = (any_full ? largest_layer : largest_recomputed) + c.layer_input * 2;
     if (s == p.pp - 1) {
       // The loss's backward beside its saved fp32 softmax (counted in activations): Megatron's
@@ -170,7 +188,9 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     }
   }
   r.peak_rank = r.peak_stage * group_stride(p, Group::kPp);
-  r.fits = r.peak <= r.capacity;
+  for (const StageMemory& st : r.stages) r.host_peak = std::max(r.host_peak, st.host);
+  r.host_fits = host_capacity.count() <= 0 || r.host_peak <= host_capacity;
+  r.fits = r.peak <= r.capacity && r.host_fits;
   // By layer, for the peak stage.
   const StageMemory& ps = r.stages[static_cast<size_t>(r.peak_stage)];
   const double per_param = ps.params > 0 ? (ps.memory.weights + ps.memory.gradients + ps.memory.optimizer).to_double() /

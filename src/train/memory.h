@@ -87,11 +87,15 @@ struct StageMemory {
   int64_t stage = 0;
   int64_t layers = 0;              // transformer layers on the stage (all its virtual chunks)
   int64_t params = 0;              // parameters on one rank of the stage
+  int64_t expert_params = 0;       // of them, routed experts' (LayerCost::expert_params)
   double inflight_microbatches = 0;  // micro-batches' worth of the stage's activations held at peak
   std::vector<Bytes> chunk_activations;  // one micro-batch's saved activations per virtual chunk (vp)
   std::vector<Bytes> chunk_offloaded;    // of those, the part that goes to host memory (activation offload)
   double offload_held = 0;  // micro-batches' worth of the offloaded part held at peak (two layers' in flight)
   MemoryBreakdown memory;
+  // Host memory one rank's offload holds: the offloaded activations of every in-flight micro-batch and
+  // the optimizer's host share (its master weights and moments, and the gradients copied down to it).
+  Bytes host;
 };
 
 struct LayerMemory {
@@ -106,16 +110,23 @@ struct MemoryReport {
   int64_t peak_rank = 0;  // the first global rank of the peak stage
   Bytes peak;
   Bytes capacity;
+  // The GPU memory and, where it is known, the host's share per GPU (host_capacity; zero: unknown)
+  // hold the peaks: fits = peak <= capacity and host_fits.
   bool fits = false;
+  Bytes host_peak;      // the largest StageMemory::host
+  Bytes host_capacity;  // the node's host memory per GPU (ClusterSpec::host_memory_per_gpu); zero: unknown
+  bool host_fits = true;
   std::vector<LayerMemory> peak_layers;  // by layer, for the peak stage
 };
 
-// Model states of `params` parameters on one rank under the plan's sharding (no activations).
-MemoryBreakdown model_state_memory(int64_t params, const Plan& plan, const MemoryConstants& k = {});
+// Model states of `params` parameters on one rank under the plan's sharding (no activations), of which
+// `expert_params` are routed experts' (sharded over Plan::expert_shard_size, the rest over shard_size).
+MemoryBreakdown model_state_memory(int64_t params, const Plan& plan, const MemoryConstants& k = {}, int64_t expert_params = 0);
 
 // The memory of every pipeline stage. REQUIRES: a valid plan; costs from model_costs() for it.
+// host_capacity: the host memory per GPU the offloads may use (zero: unknown, not checked).
 MemoryReport memory_model(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
-                          const hw::GpuSpec& gpu, const MemoryConstants& k = {});
+                          const hw::GpuSpec& gpu, const MemoryConstants& k = {}, Bytes host_capacity = Bytes(0));
 
 // Micro-batches' worth of activations held on stage s (see the model card). Fractional for interleaved
 // schedules (chunks / v).

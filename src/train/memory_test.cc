@@ -1,5 +1,7 @@
 #include "train/memory.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "train/test_support.h"
@@ -40,6 +42,31 @@ TEST(Memory, ZeroModelStatesMatchTheZeroPaper) {
   const MemoryBreakdown m = model_state_memory(psi, p);
   EXPECT_NEAR(m.optimizer.to_gb(), 0.75 * 90.0 / 64.0, 1e-6);
   EXPECT_NEAR((m.weights + m.gradients).to_gb(), 30.0, 1e-6);
+}
+
+// Routed experts under expert parallelism: each expert's parameters live on the ranks of one EP group,
+// so their replicas, over which ZeRO shards them, are the expert-data-parallel group: dp x cp / ep ranks
+// (Megatron-Core's expert_data_parallel group). dp 8, ep 4, P = 10e9 parameters on the rank of which
+// E = 8e9 routed: ZeRO-1 keeps 12 (P - E) / 8 + 12 E / 2 = 3 + 48 = 51 GB of optimizer states (not
+// 12 P / 8 = 15 GB, which shards the experts twice); ZeRO-3 shards weights and gradients the same way,
+// 6 (P - E) / 8 + 6 E / 2 = 25.5 GB. With ep = dp the experts are not sharded at all (one replica each).
+TEST(Memory, RoutedExpertsShardOverTheExpertDataParallelRanks) {
+  Plan p;
+  p.dp = 8;
+  p.ep = 4;
+  p.sharding = Sharding::kZero1;
+  const int64_t params = 10'000'000'000, experts = 8'000'000'000;
+  EXPECT_EQ(p.expert_shard_size(), 2);
+  EXPECT_NEAR(model_state_memory(params, p, {}, experts).optimizer.to_gb(), 51.0, 1e-6);
+  EXPECT_NEAR(p.local_optimizer_params(params, experts), 2e9 / 8 + 8e9 / 2, 1.0);
+  p.sharding = Sharding::kZero3;
+  const MemoryBreakdown z3 = model_state_memory(params, p, {}, experts);
+  EXPECT_NEAR((z3.weights + z3.gradients).to_gb(), 25.5, 1e-6);
+  p.ep = 8;
+  EXPECT_EQ(p.expert_shard_size(), 1);
+  EXPECT_NEAR(model_state_memory(params, p, {}, experts).optimizer.to_gb(), 12.0 * 2.0 / 8.0 + 12.0 * 8.0, 1e-6);
+  p.sharding = Sharding::kNone;
+  EXPECT_NEAR(model_state_memory(params, p, {}, experts).optimizer.to_gb(), 120.0, 1e-6);
 }
 
 // The optimizer's states as Plan::optimizer_dtype and Plan::master_weights set them, sharded over dp 8
@@ -174,6 +201,25 @@ TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
   EXPECT_GT(sum.count(), 0);
 }
 
+// GPT, 8 layers on pp 2 (4 per stage), 1F1B with m = 8 micro-batches of seq 2048 in fp16: the offload
+// tests' model and plan, with A one layer's saved activations per micro-batch and E the embedding output.
+struct OffloadCase {
+  model::ModelSpec model = model::ModelSpec::gpt({8, 4096, 32, 32, 16384, 51200, 2048});
+  hw::GpuSpec gpu = test_gpu();
+  compute::ComputeModel cm{gpu};
+  Plan p = [] {
+    Plan q;
+    q.pp = 2;
+    q.gbs = 8;
+    q.seq = 2048;
+    q.precision = hw::DType::kFp16;
+    return q;
+  }();
+  ModelCosts c = model_costs(model, p, cm, NoComm{});
+  double a = c.layer[0].act_none.to_double();
+  double e = c.pre.act_none.to_double();
+};
+
 // Activation offload of the first K layers of each rank (Plan::offload_layers, Megatron's
 // --cpu-offloading-num-layers). GPT, 8 layers on pp 2 (4 per stage), 1F1B with m = 8: stage 0 holds
 // 2 micro-batches, stage 1 one. With A one layer's saved activations per micro-batch and E the
@@ -186,18 +232,8 @@ TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
 // By layer (the peak stage, 0): K = 2 holds A on each of layers 0-1 and 2A on layers 2-3. With full
 // recompute on the first 2 layers instead, those hold 2 x their input and layers 2-3 2A.
 TEST(Memory, OffloadingTheFirstLayersKeepsTwoOfThemInFlight) {
-  const auto model = model::ModelSpec::gpt({8, 4096, 32, 32, 16384, 51200, 2048});
-  const hw::GpuSpec gpu = test_gpu();
-  const compute::ComputeModel cm(gpu);
-  const NoComm comm;
-  Plan p;
-  p.pp = 2;
-  p.gbs = 8;
-  p.seq = 2048;
-  p.precision = hw::DType::kFp16;
-  const ModelCosts c = model_costs(model, p, cm, comm);
-  const double a = c.layer[0].act_none.to_double();
-  const double e = c.pre.act_none.to_double();
+  const OffloadCase oc;
+  const auto& [model, gpu, cm, p, c, a, e] = oc;
   ASSERT_GT(e, 0.0);
   auto act = [&](const Plan& q, size_t stage) { return memory_model(model, q, c, gpu).stages[stage].memory.activations.to_double(); };
   const double none0 = act(p, 0), none1 = act(p, 1);
@@ -222,6 +258,40 @@ TEST(Memory, OffloadingTheFirstLayersKeepsTwoOfThemInFlight) {
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_NEAR(rr.peak_layers[i].activations.to_double(), 2.0 * (i < 2 ? c.layer[0].act_input.to_double() : a), 64.0) << i;
   }
+}
+
+// Host memory of the offloads (StageMemory::host), on the model and plan above. Activations: every
+// in-flight micro-batch's offloaded layers, K = 2 on stage 0 (2 in flight) = 2 x 2A = 4A, and all of
+// stage 0's (-1, the embedding output too) 2 (4A + E). Optimizer, a share F = 0.25 on the host, no
+// sharding: F x the optimizer's 12 bytes (fp32 master and moments) plus the 4-byte gradient copied down
+// per parameter of the stage, 0.25 x 16 P. The peak is the larger stage's; a capacity below it does
+// not fit (host_fits, and so fits), one above it does.
+TEST(Memory, OffloadsHoldHostMemoryForTheirInFlightActivationsAndOptimizerShare) {
+  const OffloadCase oc;
+  const auto& [model, gpu, cm, p, c, a, e] = oc;
+  EXPECT_EQ(memory_model(model, p, c, gpu).host_peak.count(), 0);
+  Plan q = p;
+  q.activation_offload = true;
+  q.offload_layers = 2;
+  EXPECT_NEAR(memory_model(model, q, c, gpu).stages[0].host.to_double(), 4.0 * a, 64.0);
+  q.offload_layers = -1;
+  EXPECT_NEAR(memory_model(model, q, c, gpu).stages[0].host.to_double(), 2.0 * (4.0 * a + e), 64.0);
+  Plan o = p;
+  o.optimizer_offload = true;
+  o.optimizer_offload_fraction = 0.25;
+  const MemoryReport r = memory_model(model, o, c, gpu);
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_NEAR(r.stages[s].host.to_double(), 0.25 * 16.0 * static_cast<double>(r.stages[s].params), 64.0) << s;
+  }
+  const Bytes host = std::max(r.stages[0].host, r.stages[1].host);
+  EXPECT_EQ(r.host_peak, host);
+  EXPECT_TRUE(r.host_fits);  // capacity unknown
+  const MemoryReport tight = memory_model(model, o, c, gpu, {}, host - Bytes(1));
+  EXPECT_FALSE(tight.host_fits);
+  EXPECT_FALSE(tight.fits);
+  const MemoryReport room = memory_model(model, o, c, gpu, {}, host);
+  EXPECT_TRUE(room.host_fits);
+  EXPECT_EQ(room.fits, room.peak <= room.capacity);
 }
 
 // The loss's backward on the last stage, beside the saved fp32 softmax: Megatron's in-place

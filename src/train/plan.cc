@@ -157,6 +157,15 @@ int64_t Plan::shard_size() const {
   return (shard_group > 0 ? shard_group : dp) * cp;
 }
 
+int64_t Plan::expert_shard_size() const {
+  return std::max<int64_t>(1, shard_size() / std::max<int64_t>(1, ep));
+}
+
+double Plan::local_optimizer_params(int64_t params, int64_t expert_params) const {
+  return static_cast<double>(params - expert_params) / static_cast<double>(shard_size()) +
+         static_cast<double>(expert_params) / static_cast<double>(expert_shard_size());
+}
+
 std::string_view group_name(Group g) {
   switch (g) {
     case Group::kTp: return "tp";

@@ -181,6 +181,13 @@ struct Plan {
   double moe_copies_per_token(int64_t experts, int64_t top_k) const;
   int64_t microbatches() const { return dp * mbs > 0 ? gbs / (dp * mbs) : 0; }
   int64_t shard_size() const;  // ranks one parameter/gradient/optimizer shard spans: (shard_group or dp) x cp; 1 unsharded
+  // The same for routed experts' parameters: their replicas are the expert-data-parallel group, the
+  // shard group's ranks over ep (Megatron-Core's expert_data_parallel group: dp x cp / ep ranks hold
+  // each expert shard), at least 1; 1 unsharded.
+  int64_t expert_shard_size() const;
+  // Parameters whose optimizer states and step a rank holds: `params` of which `expert_params` are
+  // routed experts' (sharded over expert_shard_size), the rest over shard_size.
+  double local_optimizer_params(int64_t params, int64_t expert_params) const;
   bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
   // The dtype of activations, gradients of activations and every kernel outside fp8's GEMMs: fp8
   // training keeps them in bf16 (Transformer Engine quantizes only a GEMM's operands).

@@ -95,9 +95,9 @@ bool faster(const Candidate& a, const Candidate& b) {
   return a.index < b.index;
 }
 
-Time optimizer_time(const Plan& p, int64_t params, const compute::ComputeModel& cm) {
+Time optimizer_time(const Plan& p, int64_t params, int64_t expert_params, const compute::ComputeModel& cm) {
   // The simulator's optimizer task (train/simulator.h, "Optimizer").
-  return optimizer_step_time(p, d(params) / d(p.sharding == Sharding::kNone ? 1 : p.shard_size()), cm);
+  return optimizer_step_time(p, p.local_optimizer_params(params, expert_params), cm);
 }
 
 // The time of one collective of `bytes_per_param` x n bytes, remembering the last n (the layers of a
@@ -287,13 +287,14 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   Time step_lb;
   for (int64_t s = 0; s < pp; ++s) {
     Time work, f0, b0;
-    int64_t params = 0;
+    int64_t params = 0, experts = 0;
     for (int64_t ch = 0; ch < v; ++ch) {
       Time f, b;
       const LayerRange range = chunk_layers(p, model.layers, s, ch);
       for (int64_t i = 0; i < range.count; ++i) {
         const LayerCost& l = c.layer[static_cast<size_t>(range.first + i)];
         params += l.params;
+        experts += l.expert_params;
         f += l.fwd + l.tp_fwd + l.cp_fwd + l.ep_fwd;
         b += l.bwd_input + l.bwd_weight + l.tp_bwd + l.cp_bwd + l.ep_bwd;
         const bool full = p.recompute == Recompute::kFull &&
@@ -320,7 +321,7 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
       }
       work += f + b;
     }
-    const Time opt = optimizer_time(p, params, cm);
+    const Time opt = optimizer_time(p, params, experts, cm);
     if (s == 0) opt0 = opt;
     const Time tail = zero_bubble ? opt : std::max(opt, chain_b + opt0);
     step_lb = std::max(step_lb, chain_f + work * m + tail);
@@ -374,8 +375,9 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     try {
       const AlphaBetaComm comm(cluster, c.plan);
       const ModelCosts costs = model_costs(model, c.plan, compute, comm);
-      const MemoryReport mem = memory_model(model, tensors_only(c.plan), costs, gpu, o.evaluate.memory);
+      const MemoryReport mem = memory_model(model, tensors_only(c.plan), costs, gpu, o.evaluate.memory, cluster.host_memory_per_gpu);
       c.peak = mem.peak;
+      c.host_peak = mem.host_peak;
       c.peak_stage = mem.peak_stage;
       c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
       c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm, eo.step.share_links);
@@ -388,6 +390,11 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       c.reason_key = "memory";
       c.reason = fmt::format("peak {:.2f} GiB on stage {} exceeds the budget of {:.2f} GiB by {:.2f} GiB",
                              c.peak.to_gib(), c.peak_stage, r.budget.to_gib(), (c.peak - r.budget).to_gib());
+    } else if (cluster.host_memory_per_gpu.count() > 0 && c.host_peak > cluster.host_memory_per_gpu) {
+      c.status = CandidateStatus::kOverBudget;
+      c.reason_key = "host_memory";
+      c.reason = fmt::format("offload holds {:.2f} GiB of host memory per GPU, more than the node's {:.2f} GiB per GPU",
+                             c.host_peak.to_gib(), cluster.host_memory_per_gpu.to_gib());
     } else {
       c.status = CandidateStatus::kPruned;  // until simulated
     }
@@ -433,7 +440,8 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
         auto fits_with = [&](int64_t k) {
           Plan p = tensors_only(c.plan);
           rule.apply(p, k);
-          return memory_model(model, p, costs, gpu, o.evaluate.memory).peak <= r.budget;
+          const MemoryReport m = memory_model(model, p, costs, gpu, o.evaluate.memory, cluster.host_memory_per_gpu);
+          return m.peak <= r.budget && m.host_fits;
         };
         pick[i] = rule.pick(fits_with, max_stage_layers(c.plan, model.layers));
       } catch (const std::exception&) {
@@ -599,7 +607,9 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     if (c.status == CandidateStatus::kError) ++r.counts.errors;
     if (c.status == CandidateStatus::kOverBudget) {
       ++r.counts.over_budget;
-      over.push_back(&c);
+      // The over-budget lists rank GPU memory; plans over the host's memory are counted under their
+      // reason (host_memory) only.
+      if (c.reason_key == "memory") over.push_back(&c);
     }
     if (c.status == CandidateStatus::kInvalid || c.status == CandidateStatus::kOverBudget ||
         c.status == CandidateStatus::kError) {

@@ -146,6 +146,7 @@ struct Candidate {
   // Valid plans (memory filter):
   Bytes peak;
   int64_t peak_stage = 0;
+  Bytes host_peak;  // host memory its offload holds per GPU (train/memory.h, StageMemory::host)
   MemoryBreakdown memory;  // of the peak stage
   double bound_tokens_per_s_per_gpu = 0.0;
   // Reported plans: the peak with the caching allocator's reservation (Plan::allocator); = peak for
@@ -171,7 +172,7 @@ struct ReasonCount {
 struct PlannerCounts {
   int64_t enumerated = 0;
   int64_t invalid = 0;      // a broken constraint
-  int64_t over_budget = 0;  // valid, peak memory above the budget
+  int64_t over_budget = 0;  // valid, peak memory above the budget (or offload above the host's memory)
   int64_t fits = 0;         // valid and within the budget (and costed without error)
   int64_t simulated = 0;
   int64_t pruned = 0;       // within the budget, skipped by the bound (cannot be in the results)
@@ -191,8 +192,8 @@ struct PlannerResult {
   // fields are the flow runs'), while `pareto` stays the alpha-beta search's.
   std::vector<Candidate> top;
   std::vector<Candidate> pareto;               // throughput vs peak memory, by increasing memory
-  std::vector<Candidate> fastest_over_budget;  // over budget, highest bound first (K of them)
-  std::vector<Candidate> closest_over_budget;  // over budget, smallest overflow first (K of them)
+  std::vector<Candidate> fastest_over_budget;  // over the GPU budget, highest bound first (K of them)
+  std::vector<Candidate> closest_over_budget;  // over the GPU budget, smallest overflow first (K of them)
   std::vector<ReasonCount> reasons;            // why plans fail, most common first (key breaks ties)
   std::vector<Candidate> candidates;  // every candidate by index, with keep_candidates
   int64_t bound_violations = 0;  // simulated plans faster than their bound (0 unless the bound is wrong)

@@ -630,6 +630,50 @@ TEST(Planner, OffloadVariantsOffloadWhatMakesAPlanFit) {
   EXPECT_EQ(chosen_twentieths, static_cast<int64_t>(std::ceil(20.0 * layer_act.to_double() / (2.0 * chosen->memory.optimizer.to_double()))));
 }
 
+// The host's memory bounds the offloads: with one byte of host memory per GPU no offload variant fits
+// (each puts something on the host), and plans that offload by their base settings are over budget
+// for the reason host_memory, listed under it but not among the over-GPU-budget plans.
+TEST(Planner, OffloadsMustFitTheHostMemory) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.keep_candidates = true;
+  o.space.shardings = {Sharding::kZero1};
+  o.space.hsdp = false;
+  o.space.recomputes = {Recompute::kNone};
+  // A budget 1 MiB under the largest peak of a single-stage plan: that plan is over it, and a twentieth
+  // of its optimizer (12 bytes x ~17.8 M parameters / 8 / 20 > 1 MiB) or a layer's activations bring
+  // it within, where the host has room.
+  Bytes largest;
+  for (const Candidate& c : plan_training(s.model, s.cluster, s.cm, o).candidates) {
+    if (c.status != CandidateStatus::kInvalid && c.plan.pp == 1) largest = std::max(largest, c.peak);
+  }
+  o.keep_candidates = false;
+  o.budget = largest - Bytes::MiB(1);
+  o.space.activation_offload = true;
+  o.space.optimizer_offload = true;
+  const PlannerResult room = plan_training(s.model, s.cluster, s.cm, o);
+  EXPECT_GT(room.counts.activation_offload + room.counts.optimizer_offload, 0);
+  s.cluster.host_memory_per_gpu = Bytes(1);
+  const PlannerResult r = plan_training(s.model, s.cluster, s.cm, o);
+  EXPECT_EQ(r.counts.activation_offload, 0);
+  EXPECT_EQ(r.counts.optimizer_offload, 0);
+  o.space.activation_offload = false;
+  o.space.optimizer_offload = false;
+  o.base.optimizer_offload = true;
+  o.budget = Bytes(0);  // the GPU's memory: every valid plan's tensors fit it
+  const PlannerResult host = plan_training(s.model, s.cluster, s.cm, o);
+  EXPECT_EQ(host.counts.fits, 0);
+  ASSERT_GT(host.counts.over_budget, 0);
+  ASSERT_FALSE(host.reasons.empty());
+  int64_t host_memory = 0;
+  for (const ReasonCount& rc : host.reasons) {
+    if (rc.key == "host_memory") host_memory = rc.count;
+  }
+  EXPECT_EQ(host_memory, host.counts.over_budget);
+  EXPECT_TRUE(host.fastest_over_budget.empty());
+  EXPECT_TRUE(host.closest_over_budget.empty());
+}
+
 TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
   Small s;
   PlannerOptions o = s.options();

@@ -539,10 +539,12 @@ class Builder {
 
   void build_tail(int32_t s) {
     const StageStreams& st = streams_[static_cast<size_t>(s)];
-    int64_t params = 0;
-    for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, n_layers(s, c));
-    const double local = d(params) / d(p_.sharding == Sharding::kNone ? 1 : p_.shard_size());
-    const Time t = optimizer_step_time(p_, local, cm_);
+    int64_t params = 0, experts = 0;
+    for (int32_t c = 0; c < v_; ++c) {
+      params += piece_params(s, c, 0, n_layers(s, c));
+      for (int64_t i = 0; i < n_layers(s, c); ++i) experts += c_.layer[static_cast<size_t>(layer_of(s, c, i))].expert_params;
+    }
+    const Time t = optimizer_step_time(p_, p_.local_optimizer_params(params, experts), cm_);
     const TimeCategory category = p_.optimizer_offload ? TimeCategory::kOffload : TimeCategory::kOptimizer;
     Parts parts;
     const TaskId opt = add_task(s, st.compute, t, category, parts, false, "compute", [] { return std::string("optimizer"); });

@@ -19,7 +19,7 @@ TrainResult evaluate(const model::ModelSpec& model, const Plan& plan, const Clus
   if (options.topology != nullptr) flow = std::make_unique<FlowComm>(*options.topology, cluster, plan);
   const CommModel& comm = flow ? static_cast<const CommModel&>(*flow) : alpha_beta;
   const ModelCosts costs = model_costs(model, plan, compute, comm);
-  r.memory = memory_model(model, plan, costs, *cluster.gpu, options.memory);
+  r.memory = memory_model(model, plan, costs, *cluster.gpu, options.memory, cluster.host_memory_per_gpu);
   r.peak = cluster.gpu->peak(plan.precision).value_or(FlopRate(0.0));
   const double tokens = static_cast<double>(plan.gbs) * static_cast<double>(plan.seq);
   r.model_flops = model::training_flops_per_token(model, plan.seq, model::AttentionFlops::kFull) * tokens;
