@@ -139,8 +139,25 @@ o = [r["memory"]["optimizer"] for r in (none, half, every)]
 assert abs(o[1] - o[0] / 2) <= 1 and o[2] == 0 and 11.9e9 < o[0] < 12.2e9, o
 t = [r["time"]["offload"] for r in (none, half, every)]
 assert t[0] == 0 and abs(t[1] - t[2] / 2) < 1e-6 * t[2], t
+# The host holds the offloaded share of the states and of the fp32 gradients: 0.5 x (12 + 4) bytes per
+# local parameter (o[0] / 12 of them); dgx-h100's 2 TB over its 8 GPUs is the room, 250 GB each.
+h = [r["host_memory_bytes"] for r in (none, half, every)]
+assert h[0] == 0 and abs(h[1] - 0.5 * 16 * o[0] / 12) < 64 and abs(h[2] - 2 * h[1]) < 64, h
+assert all(r["host_memory_capacity_bytes"] == 250e9 and r["host_fits"] for r in (none, half, every))
 PY
 then pass=$((pass+1)); else echo "FAIL optimizer-offload-fraction"; fail=$((fail+1)); fi
+# The host's memory bounds the offload: Llama 3 8B at seq 458,752 on tp 8 (SP) keeps 74.9 GiB on each GPU
+# with every activation offloaded, but its one micro-batch's saved activations (32 layers of about 34
+# s h / tp bytes each) come to 266 GiB per GPU on the host, more than dgx-h100's 2 TB over 8 GPUs
+# (232.8 GiB): the verdict names the host, and the JSON says which memory does not fit.
+long=(train --model llama3-8b --gpu h100-sxm --gpus 8 --tp 8 --sp yes --seq 458752 --gbs 1 --dp-sharding zero1 --activation-offload)
+expect host-memory-verdict 0 "fits +NO \(host memory\)" -- "${long[@]}"
+if "$bin" --json "${long[@]}" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["fits"] is False and d["host_fits"] is False and d["peak_memory_bytes"] <= d["memory_capacity_bytes"]
+assert d["host_memory_bytes"] > d["host_memory_capacity_bytes"] == 250e9
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL host-memory-json"; fail=$((fail+1)); fi
 expect optimizer-offload-fraction-zero 2 "optimizer offload fraction 0 must be in \(0, 1\]" -- "${opt[@]}" --optimizer-offload-fraction 0
 expect optimizer-offload-fraction-text 2 "--optimizer-offload-fraction" -- "${opt[@]}" --optimizer-offload-fraction half
 expect recompute-layers-negative 2 "recompute_layers=-3: expected -1" -- "${off[@]}" --recompute full --recompute-layers -3

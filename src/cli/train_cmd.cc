@@ -496,7 +496,10 @@ void run_train(Context& ctx, const TrainArgs& a) {
                    ? fmt::format("{} of {} per GPU (offload)", gib(r.memory.host_peak), gib(r.memory.host_capacity))
                    : fmt::format("{} per GPU (offload; the node's host memory unknown: give --node)", gib(r.memory.host_peak))});
   }
-  s.add_row({"fits", r.memory.fits ? "yes" : r.memory.host_fits ? "NO" : "NO (host memory)"});
+  const bool gpu_fits = r.memory.peak <= r.memory.capacity;
+  s.add_row({"fits", r.memory.fits       ? "yes"
+                     : !r.memory.host_fits ? (gpu_fits ? "NO (host memory)" : "NO (GPU and host memory)")
+                                           : "NO"});
   s.add_row({"communication", fabric_description(a.fabric, topology)});
   if (model.is_moe()) s.add_row({"MoE", moe_routing(model, plan, true)});
   for (const tr::SlowLink& l : opt.slow_links) {
