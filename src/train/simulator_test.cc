@@ -279,11 +279,11 @@ TEST(Simulator, ActivationOffloadCopiesLayerByLayerBesideTheCompute) {
 
 // Optimizer offload of a share F (Plan::optimizer_offload_fraction) on one GPU with 16 layers of 6.25 M
 // parameters (1e8 in all, no sharding): the host's F x 1e8 parameters send their gradients down and
-// their parameters up (4 + 2 bytes each) at 0.8 x 32 GB/s = 25.6 GB/s and take 1 ns each on the CPU
-// (kCpuAdamParamsPerSecond), while the GPU steps the other (1 - F) x 1e8 at its memory-bound rate; the
-// step's optimizer task is the longer of the two. F = 1: 6e8 / 25.6e9 s + 0.1 s = 123.4375 ms of
-// offload; F = 0.5 half of that; F = 0.001 leaves the GPU's part the longer. The rest of the step (the
-// layers' compute) is the same in all of them.
+// their parameters up (4 + 2 bytes each) at 0.8 x 32 GB/s = 25.6 GB/s and take 1 / 0.69e9 s each on the
+// CPU (kCpuAdamParamsPerSecond), while the GPU steps the other (1 - F) x 1e8 at its memory-bound rate;
+// the step's optimizer task is the longer of the two. F = 1: 6e8 / 25.6e9 s + 1e8 / 0.69e9 s =
+// 23.4375 + 144.9275 ms of offload; F = 0.5 half of that; F = 0.001 leaves the GPU's part the longer.
+// The rest of the step (the layers' compute) is the same in all of them.
 TEST(Simulator, OptimizerOffloadStepsTheHostShareBesideTheGpuShare) {
   Fixture f;
   const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 6'250'000);
@@ -300,9 +300,10 @@ TEST(Simulator, OptimizerOffloadStepsTheHostShareBesideTheGpuShare) {
     return f.cm.memory_bound(Bytes::from_double(share * params * static_cast<double>(base.optimizer_step_bytes())));
   };
   const Time layers = run(false, 1.0).step_time - gpu_part(1.0);
-  auto cpu_part = [&](double share) { return Time::seconds(share * (6e8 / 25.6e9 + 0.1)); };
+  auto cpu_part = [&](double share) { return Time::seconds(share * (6e8 / 25.6e9 + 1e8 / 0.69e9)); };
   auto near = [](Time a, Time b) { EXPECT_NEAR(a.to_seconds(), b.to_seconds(), 1e-9); };
-  near(cpu_part(1.0), ms(123.4375));
+  ASSERT_EQ(kCpuAdamParamsPerSecond, 0.69e9);  // the rate the expectations above are derived with
+  near(cpu_part(1.0), ms(23.4375 + 144.92753623188406));
   const StepResult all = run(true, 1.0);
   near(all.step_time, layers + cpu_part(1.0));
   near(all.breakdown[static_cast<size_t>(TimeCategory::kOffload)], cpu_part(1.0));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -279,6 +280,72 @@ TEST(TrainValidation, ReplaysMoeH100HeldOut) {
   EXPECT_LE(med, 0.145);
   EXPECT_LE(worst, 0.16);
   EXPECT_LE(unfit, 1);
+}
+
+// `orrery --json --quiet train ARGS`'s document.
+io::Json train_json(const std::vector<std::string>& args) {
+  std::vector<const char*> argv = {"orrery", "--json", "--quiet", "train"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, errs;
+  const int rc = cli::run_app(static_cast<int>(argv.size()), argv.data(), out, errs);
+  EXPECT_EQ(rc, 0) << errs.str();
+  return rc == 0 ? io::parse_json(out.str(), "train output") : io::Json::object();
+}
+
+// Held out: Megatron-Bridge's measured optimizer CPU offload (data/published/mbridge_optimizer_offload.csv,
+// cited there): Qwen3-30B-A3B on 16 H100, TP 2, PP 2, EP 4, offloading a share F of the optimizer. The
+// sequence and precision are not stated, so what is compared is how much the step grows over the run
+// without offload, which orrery's step grows by the same plan's offload time (the host share's copies and
+// CPU Adam, less the GPU step it replaces) whatever the sequence: predicted step(F) - step(0) against the
+// measured one. The CPU Adam rate (kCpuAdamParamsPerSecond, simulator.h) comes from a different
+// measurement (NeMo-RL, one GPU, Qwen3-0.6B). Where it stands (2026-11-27): -16.8%, -0.8%, +1.5%, -7.0%
+// at F = 0.25 .. 1 (median 4.2%); the measured growth is not proportional to F (0.875 s at a quarter,
+// 3.19 s for all: about 0.1 s more than a line through zero), the model's is. overlap_cpu_optimizer_d2h_h2d
+// (one row) is not modelled and only printed.
+TEST(TrainValidation, OptimizerOffloadGrowthMatchesMegatronBridge) {
+  const char* src = std::getenv("ORRERY_SOURCE_DIR");
+  std::ifstream in(std::string(src != nullptr ? src : ".") + "/data/published/mbridge_optimizer_offload.csv");
+  ASSERT_TRUE(in.good()) << "data/published/mbridge_optimizer_offload.csv (set ORRERY_SOURCE_DIR)";
+  struct Row {
+    double fraction = 0;
+    bool overlap = false;
+    double step_ms = 0;
+  };
+  std::vector<Row> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#' || line.rfind("fraction", 0) == 0) continue;
+    std::stringstream ss(line);
+    std::string f, overlap, step;
+    std::getline(ss, f, ',');
+    std::getline(ss, overlap, ',');
+    std::getline(ss, step, ',');
+    rows.push_back({std::stod(f), overlap == "yes", std::stod(step)});
+  }
+  ASSERT_EQ(rows.size(), 6u);
+  ASSERT_EQ(rows.front().fraction, 0.0);
+  const std::vector<std::string> plan = {"--model", "qwen3-30b-a3b", "--gpu", "h100-sxm", "--gpus", "16", "--tp", "2",
+                                         "--pp", "2", "--ep", "4", "--dp", "4", "--mbs", "1", "--gbs", "8",
+                                         "--seq", "4096", "--dp-sharding", "zero1"};
+  const double base = train_json(plan).at("step_time_s").get<double>();
+  std::vector<double> errs;
+  fmt::print("{:>8} {:>8} {:>14} {:>14} {:>8}\n", "F", "overlap", "measured +s", "predicted +s", "error");
+  for (const Row& r : rows) {
+    if (r.fraction == 0.0) continue;
+    std::vector<std::string> args = plan;
+    args.insert(args.end(), {"--optimizer-offload-fraction", fmt::format("{:g}", r.fraction)});
+    const double grew = train_json(args).at("step_time_s").get<double>() - base;
+    const double measured = (r.step_ms - rows.front().step_ms) * 1e-3;
+    const double err = grew / measured - 1.0;
+    fmt::print("{:>8g} {:>8} {:>14.3f} {:>14.3f} {:>+7.1f}%{}\n", r.fraction, r.overlap ? "yes" : "no", measured, grew,
+               100.0 * err, r.overlap ? "  (not modelled: printed only)" : "");
+    if (!r.overlap) errs.push_back(std::fabs(err));
+  }
+  ASSERT_EQ(errs.size(), 4u);
+  const double med = median(errs), worst = *std::max_element(errs.begin(), errs.end());
+  fmt::print("optimizer offload growth (held out): 4 | median |error| {:.1f}% | worst {:.1f}%\n", 100 * med, 100 * worst);
+  EXPECT_LE(med, 0.05);
+  EXPECT_LE(worst, 0.18);
 }
 
 }  // namespace
