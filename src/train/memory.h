@@ -15,7 +15,9 @@
 //     the paper's (2 + 2 + 12) Psi, (2 + 2 + 12/N_d) Psi, (2 + (2 + 12)/N_d) Psi, (2 + 2 + 12) Psi/N_d.
 //     ZeRO-3 as FSDP implements it keeps the fp32 master as the sharded parameter (counted under
 //     optimizer) and materializes bf16 copies of (1 + prefetch + unsharded) layers at a time (weights).
-//     HSDP: N_d = the shard group. Optimizer offload: optimizer states on the host (0 on the GPU).
+//     HSDP: N_d = the shard group. Routed experts under EP: N_d = the expert-data-parallel ranks,
+//     the shard group's over ep (Plan::expert_shard_size; their replicas), at least 1. Optimizer
+//     offload of a share F (Plan::optimizer_offload_fraction): 1 - F of the optimizer states on the GPU.
 //   Activations per micro-batch: train/layer_costs.h (Korthikanti et al. 2022, Sec. 4) summed over the
 //     stage's layers; full recompute on N layers keeps the input only on those N layers.
 //     Micro-batches in flight on pipeline stage s of p with m micro-batches (Narayanan et al. 2021, SC'21,
@@ -25,8 +27,10 @@
 //     interleaved with v
 //     virtual stages: min(2(p - s - 1) + (v - 1)p + 1, m v) chunks of L/(p v) layers (Megatron-LM's
 //     warm-up count plus the one in steady state; on stage 0 this is L (1 + (p-1)/(p v)) layers' worth,
-//     Korthikanti's factor). Activation offload keeps one micro-batch's chunk on the GPU (plus the
-//     copy in flight): the rest lives in host memory.
+//     Korthikanti's factor). Activation offload keeps two layers' worth of the offloaded layers on
+//     the GPU (the one computed and the one whose copy is in flight): the rest lives in host memory.
+//   Host memory (StageMemory::host): the offloaded activations of every micro-batch in flight and the
+//     optimizer's host share with its gradients, against the node's host memory per GPU when known.
 //   Temporary buffers: the backward working set of one layer (its full activations when it is
 //     recomputed, plus the output gradient and input gradient, 2 x layer input), and on the last stage
 //     the loss's backward beside its saved fp32 softmax (4 b s V / tp, under activations): Megatron's
