@@ -201,6 +201,7 @@ opts = [p["plan"] for p in plans if p["plan"]["optimizer_offload"]]
 assert opts and all(o["dp_sharding"] != "none" and 0 < o["optimizer_offload_fraction"] <= 1 and
                     abs(20 * o["optimizer_offload_fraction"] - round(20 * o["optimizer_offload_fraction"])) < 1e-9 for o in opts)
 assert all(p["peak_memory_bytes"] <= on["budget_bytes"] for p in plans)
+assert all((p["host_memory_bytes"] > 0) == (p["plan"]["activation_offload"] or p["plan"]["optimizer_offload"]) for p in plans)
 assert not any(p["plan"]["activation_offload"] or p["plan"]["optimizer_offload"] for p in off["top"] + off["pareto"])
 assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
 table = subprocess.run(args + ["--offload", "both"], capture_output=True, text=True, check=True).stdout

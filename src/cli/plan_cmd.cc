@@ -202,6 +202,7 @@ Json simulated_json(const std::vector<tr::Candidate>& cs) {
                      {"hfu", c.hfu},
                      {"peak_memory_bytes", c.peak.count()},
                      {"reserved_memory_bytes", c.reserved.count()},
+                     {"host_memory_bytes", c.host_peak.count()},
                      {"peak_stage", c.peak_stage},
                      {"memory", memory_json(c.memory)},
                      {"time", time_json(c.breakdown)}});
@@ -218,6 +219,7 @@ Json over_budget_json(const std::vector<tr::Candidate>& cs, Bytes budget) {
                      {"peak_memory_bytes", c.peak.count()},
                      {"over_budget_bytes", (c.peak - budget).count()},
                      {"reserved_memory_bytes", c.reserved.count()},
+                     {"host_memory_bytes", c.host_peak.count()},
                      {"bound_tokens_per_s_per_gpu", c.bound_tokens_per_s_per_gpu},
                      {"reason", c.reason}});
   }
