@@ -206,8 +206,9 @@ assert not any(p["plan"]["activation_offload"] or p["plan"]["optimizer_offload"]
 assert on["top"][0]["tokens_per_s_per_gpu"] >= off["top"][0]["tokens_per_s_per_gpu"]
 table = subprocess.run(args + ["--offload", "both"], capture_output=True, text=True, check=True).stdout
 assert "offloading some layers' activations" in table and " offload " in table and " act:" in table and " opt:" in table
+assert " host GiB" in table
 plain = subprocess.run(args, capture_output=True, text=True, check=True).stdout
-assert " offload " not in plain
+assert " offload " not in plain and " host GiB" not in plain
 PY
 then pass=$((pass+1)); else echo "FAIL plan offload"; fail=$((fail+1)); fi
 # Mixtral 8x7B on 16 H100: its 46.7 B parameters at 18 bytes each (bf16 weights, fp32 gradients, master

@@ -154,6 +154,7 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
   std::vector<std::string> h = {"#"};
   for (const std::string& c : plan_header(columns)) h.push_back(c);
   for (const char* c : {"step s", "tokens/s/GPU", "TFLOP/s", "MFU", "peak GiB", "reserved GiB"}) h.emplace_back(c);
+  if (columns.offload) h.emplace_back("host GiB");
   if (flow) h.emplace_back("alpha-beta tokens/s/GPU");
   Table t(h, title);
   size_t k = 0;
@@ -166,6 +167,7 @@ Table simulated_table(const std::vector<tr::Candidate>& cs, const std::string& t
     row.push_back(fmt::format("{:.1f}%", 100.0 * c.mfu));
     row.push_back(gib(c.peak));
     row.push_back(gib(c.reserved));
+    if (columns.offload) row.push_back(gib(c.host_peak));
     if (flow) row.push_back(fmt::format("{:.1f}", c.alpha_beta_tokens_per_s_per_gpu));
     t.add_row(std::move(row));
   }
