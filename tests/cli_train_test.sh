@@ -158,6 +158,9 @@ d = json.load(sys.stdin)
 assert d["fits"] is False and d["host_fits"] is False and d["peak_memory_bytes"] <= d["memory_capacity_bytes"]
 assert d["host_memory_bytes"] > d["host_memory_capacity_bytes"] == 250e9
 ' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL host-memory-json"; fail=$((fail+1)); fi
+# Activation offload where Megatron-Core refuses it (pipeline parallelism, recompute) is still modelled
+# (Transformer Engine's layer offload) and the output says so.
+expect offload-megatron-note 0 "note +activation offload with pipeline parallelism" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --pp 2 --dp 4 --seq 4096 --gbs 16 --offload-layers 4
 expect optimizer-offload-fraction-zero 2 "optimizer offload fraction 0 must be in \(0, 1\]" -- "${opt[@]}" --optimizer-offload-fraction 0
 expect optimizer-offload-fraction-text 2 "--optimizer-offload-fraction" -- "${opt[@]}" --optimizer-offload-fraction half
 expect recompute-layers-negative 2 "recompute_layers=-3: expected -1" -- "${off[@]}" --recompute full --recompute-layers -3

@@ -500,6 +500,12 @@ void run_train(Context& ctx, const TrainArgs& a) {
   s.add_row({"fits", r.memory.fits       ? "yes"
                      : !r.memory.host_fits ? (gpu_fits ? "NO (host memory)" : "NO (GPU and host memory)")
                                            : "NO"});
+  if (plan.activation_offload && (plan.pp > 1 || plan.recompute != tr::Recompute::kNone)) {
+    // Megatron-Core's TransformerConfig refuses --cpu-offloading with either (docs/planner.md).
+    s.add_row({"note", fmt::format("activation offload with {}: Transformer Engine's layer offload as modelled; "
+                                   "Megatron-Core's --cpu-offloading refuses it",
+                                   plan.pp > 1 ? "pipeline parallelism" : "recompute")});
+  }
   s.add_row({"communication", fabric_description(a.fabric, topology)});
   if (model.is_moe()) s.add_row({"MoE", moe_routing(model, plan, true)});
   for (const tr::SlowLink& l : opt.slow_links) {
