@@ -27,11 +27,15 @@
 //     and the bf16 copy: Plan::optimizer_step_bytes per local parameter (26 + grad_bytes with an fp32
 //     master and fp32 moments), memory-bound on the GPU. Offloaded (the host's share f of the local
 //     parameters, Plan::optimizer_offload_fraction): their gradients down and parameters up over the
-//     host link plus the CPU step at kCpuAdamParamsPerSecond (an assumption), while the GPU steps the
+//     host link plus the CPU step at kCpuAdamParamsPerSecond (calibrated, below), while the GPU steps the
 //     rest (Megatron's HybridDeviceOptimizer launches the GPU part, then steps the CPU part): the
 //     longer of the two.
-//   Activation offload: each forward's saved activations are copied to the host over PCIe on a copy
-//     stream and back before the backward; a backward that waits for its copy is an offload stall.
+//   Activation offload (Plan::offloads_layer), layer by layer as Transformer Engine's double-buffered
+//     handler runs it: a layer's saved activations go to the host on the device-to-host copy stream when
+//     its forward ends and the forward two layers up waits for that copy; in the backward a layer's copy
+//     back starts once the backward two layers up has freed its buffer, and its backward waits for it.
+//     Copies run at the GPU's host copy rate (hw::GpuSpec::host_copy_bandwidth). A pass that waits for a
+//     copy is an offload stall.
 //   Link sharing: a stage's collectives on the same link of its rank (network or NVLink,
 //     CommModel::link) share it equally while they overlap (train/task_graph.h): the communication
 //     streams' tasks and each pass's exposed TP/CP/EP time, which then runs as tasks of its own after
