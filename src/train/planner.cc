@@ -95,11 +95,6 @@ bool faster(const Candidate& a, const Candidate& b) {
   return a.index < b.index;
 }
 
-Time optimizer_time(const Plan& p, int64_t params, int64_t expert_params, const compute::ComputeModel& cm) {
-  // The simulator's optimizer task (train/simulator.h, "Optimizer").
-  return optimizer_step_time(p, p.local_optimizer_params(params, expert_params), cm);
-}
-
 // The time of one collective of `bytes_per_param` x n bytes, remembering the last n (the layers of a
 // model mostly have the same parameter count).
 // A simulator failure on one plan (a broken invariant in train/, e.g. ORRERY_CHECK) is recorded on the
@@ -321,7 +316,7 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
       }
       work += f + b;
     }
-    const Time opt = optimizer_time(p, params, experts, cm);
+    const Time opt = optimizer_step_time(p, p.local_optimizer_params(params, experts), cm);  // the simulator's task
     if (s == 0) opt0 = opt;
     const Time tail = zero_bubble ? opt : std::max(opt, chain_b + opt0);
     step_lb = std::max(step_lb, chain_f + work * m + tail);
