@@ -138,12 +138,13 @@ int64_t last_true(int64_t lo, int64_t hi, Pred pred) {
   return lo;
 }
 
-// The smallest k in [1, layers - 1] with fits(k), where fits holds from some k on (by bisection on
-// "does not fit"); -1: none (the variant rules' pick for layer counts whose peak falls as k grows).
-int64_t smallest_fitting_count(const std::function<bool(int64_t)>& fits, int64_t layers) {
-  if (layers < 2 || !fits(layers - 1)) return -1;
+// The smallest k in [1, n - 1] with fits(k), where fits holds from some k on (by bisection on "does
+// not fit"); -1: none. The variant rules' pick for counts whose peak falls as k grows: layers
+// recomputed or offloaded (n = the rank's layers), twentieths of the optimizer on the host (n = 21).
+int64_t smallest_fitting_count(const std::function<bool(int64_t)>& fits, int64_t n) {
+  if (n < 2 || !fits(n - 1)) return -1;
   if (fits(1)) return 1;
-  return last_true(1, layers - 1, [&](int64_t k) { return !fits(k); }) + 1;
+  return last_true(1, n - 1, [&](int64_t k) { return !fits(k); }) + 1;
 }
 
 }  // namespace
