@@ -161,6 +161,19 @@ assert d["host_memory_bytes"] > d["host_memory_capacity_bytes"] == 250e9
 # Activation offload where Megatron-Core refuses it (pipeline parallelism, recompute) is still modelled
 # (Transformer Engine's layer offload) and the output says so.
 expect offload-megatron-note 0 "note +activation offload with pipeline parallelism" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --pp 2 --dp 4 --seq 4096 --gbs 16 --offload-layers 4
+# --cpu-adam-rate sets the host's Adam rate: at 1.38e9 instead of the default 0.69e9 the CPU part of the
+# offload halves, so the offload time falls by local / 1.38e9 s (local = o[0] / 12 parameters, above);
+# a rate that is not positive is named.
+if python3 - "$("$bin" --json "${opt[@]}" --optimizer-offload)" "$("$bin" --json "${opt[@]}" --optimizer-offload --cpu-adam-rate 1.38e9)" <<'PY' 2>/dev/null
+import json, sys
+slow, fast = (json.loads(a) for a in sys.argv[1:3])
+assert slow["plan"]["cpu_adam_params_per_s"] == 0.69e9 and fast["plan"]["cpu_adam_params_per_s"] == 1.38e9
+local = slow["host_memory_bytes"] / 16
+drop = slow["time"]["offload"] - fast["time"]["offload"]
+assert abs(drop - local / 1.38e9) < 1e-6 * drop, (drop, local / 1.38e9)
+PY
+then pass=$((pass+1)); else echo "FAIL cpu-adam-rate"; fail=$((fail+1)); fi
+expect cpu-adam-rate-zero 2 "cpu_adam_rate: CPU Adam rate 0 must be a positive number" -- "${opt[@]}" --optimizer-offload --cpu-adam-rate 0
 expect optimizer-offload-fraction-zero 2 "optimizer offload fraction 0 must be in \(0, 1\]" -- "${opt[@]}" --optimizer-offload-fraction 0
 expect optimizer-offload-fraction-text 2 "--optimizer-offload-fraction" -- "${opt[@]}" --optimizer-offload-fraction half
 expect recompute-layers-negative 2 "recompute_layers=-3: expected -1" -- "${off[@]}" --recompute full --recompute-layers -3

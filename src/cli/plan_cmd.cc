@@ -61,6 +61,7 @@ struct PlanTrainArgs {
   std::string unshard = "no";  // --unsharding
   std::string partial_recompute = "no";  // --partial-recompute
   std::string offload = "no";            // --offload
+  double cpu_adam_rate = tr::kCpuAdamParamsPerSecond;  // --cpu-adam-rate
   int64_t grad_bytes = 4;
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string tp_overlap = "no";  // --tp-comm-overlap
@@ -330,6 +331,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   }
   const bool any_fp8 = std::find(precisions.begin(), precisions.end(), hw::DType::kFp8) != precisions.end();
   o.base.grad_bytes = a.grad_bytes;
+  o.base.cpu_adam_params_per_s = a.cpu_adam_rate;
   o.base.optimizer_dtype = tr::parse_optimizer_dtype(a.optimizer_dtype, kCl.with_key("--optimizer-dtype"));
   o.base.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
   o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
@@ -548,6 +550,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
                 "(opt:F; sharded plans), or both kinds: "
                 "no | activations | optimizer | both")
       ->capture_default_str();
+  add_cpu_adam_rate_flag(*c, a->cpu_adam_rate);
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   add_fp8_recipe_flag(*c, a->fp8_recipe);

@@ -52,6 +52,7 @@ struct TrainArgs {
   int64_t offload_layers = -1;  // --offload-layers (implies --activation-offload)
   bool offload_layers_given = false;
   double optimizer_offload_fraction = 1.0;  // --optimizer-offload-fraction (implies --optimizer-offload)
+  double cpu_adam_rate = tr::kCpuAdamParamsPerSecond;  // --cpu-adam-rate
   bool optimizer_fraction_given = false;
   std::vector<std::string> stragglers;
   std::vector<std::string> slow_links;
@@ -160,6 +161,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   // --optimizer-offload-fraction F keeps 1 - F of the optimizer on the GPU, so it turns offload on.
   p.optimizer_offload = a.optimizer_offload || a.optimizer_fraction_given;
   p.optimizer_offload_fraction = a.optimizer_offload_fraction;
+  p.cpu_adam_params_per_s = a.cpu_adam_rate;
   return p;
 }
 
@@ -643,6 +645,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--offload-layers", a->offload_layers,
                 "offload the activations of the first N layers per pipeline rank only (implies --activation-offload; -1 all)");
   c->add_flag("--optimizer-offload", a->optimizer_offload, "optimizer states and step on the host");
+  add_cpu_adam_rate_flag(*c, a->cpu_adam_rate);
   c->add_option("--optimizer-offload-fraction", a->optimizer_offload_fraction,
                 "the share of each rank's optimizer (master weights, moments, step) on the host, the rest on the GPU "
                 "(Megatron's --optimizer-offload-fraction; implies --optimizer-offload): (0, 1]")

@@ -387,10 +387,18 @@ io::Json plan_json(const train::Plan& p) {
                   {"offload_layers", p.offload_layers},
                   {"optimizer_offload", p.optimizer_offload},
                   {"optimizer_offload_fraction", p.optimizer_offload_fraction},
+                  {"cpu_adam_params_per_s", p.cpu_adam_params_per_s},
                   {"precision", hw::dtype_name(p.precision)},
                   {"fp8_attention", p.fp8_attention},
                   {"fp8_recipe", train::fp8_recipe_name(p.fp8_recipe)},
                   {"moe_dispatcher", train::moe_dispatcher_name(p.moe_dispatcher)}};
+}
+
+void add_cpu_adam_rate_flag(CLI::App& cmd, double& rate) {
+  cmd.add_option("--cpu-adam-rate", rate,
+                 "optimizer offload: the host's Adam step in parameters per second per GPU (Megatron's measured "
+                 "0.69e9 by default; DeepSpeed's vectorized CPU-Adam about 1e9; docs/training.md)")
+      ->capture_default_str();
 }
 
 std::string gib(Bytes b) { return fmt::format("{:.2f}", b.to_gib()); }

@@ -361,6 +361,9 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     add("optimizer_offload_fraction",
         fmt::format("optimizer offload fraction {} given without optimizer offload", p.optimizer_offload_fraction));
   }
+  if (!(p.cpu_adam_params_per_s > 0.0 && std::isfinite(p.cpu_adam_params_per_s))) {
+    add("cpu_adam_rate", fmt::format("CPU Adam rate {} must be a positive number of parameters per second", p.cpu_adam_params_per_s));
+  }
   if (!(p.load_imbalance >= 1.0 && std::isfinite(p.load_imbalance))) {
     add("load_imbalance", fmt::format("load imbalance {} must be a finite number >= 1", p.load_imbalance));
   }

@@ -42,6 +42,16 @@
 
 namespace orrery::train {
 
+// CPU Adam throughput per GPU's share of the host (optimizer offload), as Megatron-Core's
+// HybridDeviceOptimizer steps its CPU part: calibrated on one published measurement, NVIDIA-NeMo/RL
+// PR #3628 (Qwen3-0.6B on one H100, optimizer offload 100%: the step grows by 0.926 s; less the
+// 0.070 s of copies at 51.2 GB/s and plus the 0.006 s GPU step it replaces, 0.862 s for the model's
+// 0.596 B parameters: 0.69e9 per second). Held out against Megatron-Bridge's measured offload on
+// Qwen3-30B-A3B (tests/validation, OptimizerOffloadGrowthMatchesMegatronBridge). DeepSpeed's
+// vectorized CPU-Adam is faster (about 1e9 per socket-share, Ren et al. 2021, ZeRO-Offload, Sec. 5),
+// the figure this constant held before 2026-11-27.
+inline constexpr double kCpuAdamParamsPerSecond = 0.69e9;
+
 enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble };
 // Data-parallel sharding (Rajbhandari et al. 2020, ZeRO): none = plain DDP; zero1 = optimizer states
 // (Megatron's distributed optimizer); zero2 = + gradients; zero3 = + parameters (FSDP full shard).
@@ -130,6 +140,9 @@ struct Plan {
   // get_cpu_offload_context); -1 = every saved activation, the embedding output and logits included.
   int64_t offload_layers = -1;
   bool optimizer_offload = false;   // Adam states and master weights on the host; the step on the CPU
+  // optimizer_offload: the CPU step's rate, parameters per second per GPU's share of the host (the host's
+  // cores and memory over its GPUs); DeepSpeed's vectorized CPU-Adam runs faster than Megatron's.
+  double cpu_adam_params_per_s = kCpuAdamParamsPerSecond;
   // optimizer_offload: the share of each rank's optimizer (its parameters' master weights and moments,
   // and their step) on the host; the rest stays on the GPU (Megatron's --optimizer-offload-fraction).
   double optimizer_offload_fraction = 1.0;

@@ -149,6 +149,12 @@ TEST(Plan, EveryConstraintHasItsKey) {
       p.optimizer_offload_fraction = bad;
       EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "optimizer_offload_fraction")) << bad;
     }
+    // The host's CPU Adam rate: positive and finite.
+    EXPECT_FALSE(has_key(validate_plan(m, p, 1, gpu), "cpu_adam_rate"));
+    for (double bad : {0.0, -1e9, std::numeric_limits<double>::infinity(), std::nan("")}) {
+      p.cpu_adam_params_per_s = bad;
+      EXPECT_TRUE(has_key(validate_plan(m, p, 1, gpu), "cpu_adam_rate")) << bad;
+    }
   }
   {
     Plan p;

@@ -33,7 +33,7 @@ Time optimizer_step_time(const Plan& p, double local, const compute::ComputeMode
   if (f <= 0.0) return gpu;
   const double host = f * local;
   const Time cpu = Bytes::from_double(host * (static_cast<double>(p.grad_bytes) + 2.0)) / cm.gpu().host_copy_bandwidth() +
-                   Time::seconds(host / kCpuAdamParamsPerSecond);
+                   Time::seconds(host / p.cpu_adam_params_per_s);
   return std::max(gpu, cpu);
 }
 

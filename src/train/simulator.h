@@ -27,7 +27,7 @@
 //     and the bf16 copy: Plan::optimizer_step_bytes per local parameter (26 + grad_bytes with an fp32
 //     master and fp32 moments), memory-bound on the GPU. Offloaded (the host's share f of the local
 //     parameters, Plan::optimizer_offload_fraction): their gradients down and parameters up over the
-//     host link plus the CPU step at kCpuAdamParamsPerSecond (calibrated, below), while the GPU steps the
+//     host link plus the CPU step at Plan::cpu_adam_params_per_s (kCpuAdamParamsPerSecond, plan.h), while the GPU steps the
 //     rest (Megatron's HybridDeviceOptimizer launches the GPU part, then steps the CPU part): the
 //     longer of the two.
 //   Activation offload (Plan::offloads_layer), layer by layer as Transformer Engine's double-buffered
@@ -77,15 +77,6 @@ enum class TimeCategory : uint16_t {
 inline constexpr size_t kNumTimeCategories = static_cast<size_t>(TimeCategory::kCount);
 std::string_view time_category_name(TimeCategory c);  // "compute", "recompute", "tp", ... "optimizer"
 
-// CPU Adam throughput per GPU's share of the host (optimizer offload), as Megatron-Core's
-// HybridDeviceOptimizer steps its CPU part: calibrated on one published measurement, NVIDIA-NeMo/RL
-// PR #3628 (Qwen3-0.6B on one H100, optimizer offload 100%: the step grows by 0.926 s; less the
-// 0.070 s of copies at 51.2 GB/s and plus the 0.006 s GPU step it replaces, 0.862 s for the model's
-// 0.596 B parameters: 0.69e9 per second). Held out against Megatron-Bridge's measured offload on
-// Qwen3-30B-A3B (tests/validation, OptimizerOffloadGrowthMatchesMegatronBridge). DeepSpeed's
-// vectorized CPU-Adam is faster (about 1e9 per socket-share, Ren et al. 2021, ZeRO-Offload, Sec. 5),
-// the figure this constant held before 2026-11-27.
-inline constexpr double kCpuAdamParamsPerSecond = 0.69e9;
 
 // One optimizer step of `local_params` parameters (a rank's share) under plan p (the model card's
 // "Optimizer"); the planner's bound uses the same.
