@@ -122,9 +122,9 @@ struct PlanColumns {
 // tp, pp, cp, ep, dp, vp, schedule, mbs, sharding, recompute, sp[, offload][, precision]
 std::vector<std::string> plan_header(PlanColumns columns = {});
 std::vector<std::string> plan_cells(const train::Plan& p, PlanColumns columns = {});
-io::Json plan_json(const train::Plan& p);
+io::Json plan_json(const train::Plan& p);  // the degrees, schedule, sharding, recompute, offload and precision
 // --cpu-adam-rate (train, plan train): optimizer offload's CPU step rate (Plan::cpu_adam_params_per_s).
-void add_cpu_adam_rate_flag(CLI::App& cmd, double& rate);  // the degrees, schedule, sharding, recompute, offload and precision
+void add_cpu_adam_rate_flag(CLI::App& cmd, double& rate);
 // A MoE model's routing under plan p: "top-K of E experts, <dispatcher> dispatcher, <capacity>, load
 // imbalance L"; with `per_plan` also the EP degree and the copies per token the all-to-alls move
 // (Plan::moe_copies_per_token), else the stated EP ranks per token if any (the planner's shared setting).

@@ -16,36 +16,14 @@ Bytes scaled(int64_t params, double bytes_per_param) {
 }  // namespace
 
 MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryConstants& k, int64_t expert_params) {
+  // What ZeRO shards is held for the rank's shard only: its local parameters (the dense ones over
+  // shard_size ranks, the routed experts' over expert_shard_size; all of them unsharded).
+  const double all = d(params), local = p.local_optimizer_params(params, expert_params);
+  const bool grads_sharded = p.sharding == Sharding::kZero2 || p.sharding == Sharding::kZero3;
   MemoryBreakdown m;
-  const double opt = d(p.master_bytes() + p.moment_bytes());
-  // The dense parameters shard over shard_size ranks, the routed experts' over expert_shard_size.
-  for (const auto& [count, shards] : {std::pair<int64_t, int64_t>{params - expert_params, p.shard_size()},
-                                      std::pair<int64_t, int64_t>{expert_params, p.expert_shard_size()}}) {
-    const double n = d(shards);
-    switch (p.sharding) {
-      case Sharding::kNone:
-        m.weights += scaled(count, d(k.weight_bytes));
-        m.gradients += scaled(count, d(p.grad_bytes));
-        m.optimizer += scaled(count, opt);
-        break;
-      case Sharding::kZero1:
-        m.weights += scaled(count, d(k.weight_bytes));
-        m.gradients += scaled(count, d(p.grad_bytes));
-        m.optimizer += scaled(count, opt / n);
-        break;
-      case Sharding::kZero2:
-        m.weights += scaled(count, d(k.weight_bytes));
-        m.gradients += scaled(count, d(p.grad_bytes) / n);
-        m.optimizer += scaled(count, opt / n);
-        break;
-      case Sharding::kZero3:
-        m.weights += scaled(count, d(k.weight_bytes) / n);
-        m.gradients += scaled(count, d(p.grad_bytes) / n);
-        m.optimizer += scaled(count, opt / n);
-        break;
-    }
-  }
-  m.optimizer = Bytes::from_double(m.optimizer.to_double() * (1.0 - p.host_optimizer_share()));
+  m.weights = Bytes::from_double(d(k.weight_bytes) * (p.sharding == Sharding::kZero3 ? local : all));
+  m.gradients = Bytes::from_double(d(p.grad_bytes) * (grads_sharded ? local : all));
+  m.optimizer = Bytes::from_double(d(p.master_bytes() + p.moment_bytes()) * local * (1.0 - p.host_optimizer_share()));
   return m;
 }
 
@@ -151,15 +129,9 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     // On the host: every in-flight micro-batch's offloaded activations (pinned buffers for all of them,
     // the two layers' worth being copied included), and the optimizer's host share with the gradients
     // of its parameters, copied down each step.
-    const double host_share = p.host_optimizer_share();
-    if (host_share > 0.0) {
-      Plan on_gpu = p;
-      on_gpu.optimizer_offload = false;
-      const double local = p.local_optimizer_params(st.params, st.expert_params);
-      st.host = Bytes::from_double(host_share * (model_state_memory(st.params, on_gpu, k, st.expert_params).optimizer.to_double() +
-                                                 local * d(p.grad_bytes)));
-    }
-    st.host += Bytes::from_double(act_off_mb.to_double() * st.inflight_microbatches);
+    st.host = Bytes::from_double(p.host_optimizer_share() * p.local_optimizer_params(st.params, st.expert_params) *
+                                     d(p.master_bytes() + p.moment_bytes() + p.grad_bytes) +
+                                 act_off_mb.to_double() * st.inflight_microbatches);
     Bytes temp = (any_full ? largest_layer : largest_recomputed) + c.layer_input * 2;
     if (s == p.pp - 1) {
       // The loss's backward beside its saved fp32 softmax (counted in activations): Megatron's

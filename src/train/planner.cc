@@ -368,12 +368,14 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   // A valid candidate's memory (the tensors': the search's, planner.h; the allocator's reservation is
   // added to the plans reported), bound and status against the budget; a throw sets kError.
   auto cost = [&](Candidate& c) {
+    bool host_fits = true;
     try {
       const AlphaBetaComm comm(cluster, c.plan);
       const ModelCosts costs = model_costs(model, c.plan, compute, comm);
       const MemoryReport mem = memory_model(model, tensors_only(c.plan), costs, gpu, o.evaluate.memory, cluster.host_memory_per_gpu);
       c.peak = mem.peak;
       c.host_peak = mem.host_peak;
+      host_fits = mem.host_fits;
       c.peak_stage = mem.peak_stage;
       c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
       c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm, eo.step.share_links);
@@ -386,7 +388,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       c.reason_key = "memory";
       c.reason = fmt::format("peak {:.2f} GiB on stage {} exceeds the budget of {:.2f} GiB by {:.2f} GiB",
                              c.peak.to_gib(), c.peak_stage, r.budget.to_gib(), (c.peak - r.budget).to_gib());
-    } else if (cluster.host_memory_per_gpu.count() > 0 && c.host_peak > cluster.host_memory_per_gpu) {
+    } else if (!host_fits) {
       c.status = CandidateStatus::kOverBudget;
       c.reason_key = "host_memory";
       c.reason = fmt::format("offload holds {:.2f} GiB of host memory per GPU, more than the node's {:.2f} GiB per GPU",
@@ -415,7 +417,8 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       },
       [&](size_t done) { report("filter", done, n); });
 
-  // Phase 1b: budget-filling variants (SearchSpace::partial_recompute, unshard). For each candidate
+  // Phase 1b: budget-filling variants (SearchSpace::partial_recompute, activation_offload,
+  // optimizer_offload, unshard). For each candidate
   // `eligible` accepts, `pick` chooses a layer count k from `fits(k)` (the plan with `apply(plan, k)`
   // within the budget on the memory model) and the busiest pipeline rank's layers; -1: no variant. A
   // variant joins the candidates after them, in their order, and is costed like them.

@@ -8,7 +8,8 @@
 //     validate_plan() (train/plan.h), then costed (train/layer_costs.h) and its memory computed
 //     (train/memory.h), exactly what evaluate() does with simulate = false. Optional variants fill the
 //     budget (SearchSpace::partial_recompute, activation_offload, optimizer_offload, unshard): a layer
-//     count found by bisection on the memory model, or the optimizer moved to the host. Plans within the memory budget are simulated with evaluate() (train/train.h).
+//     count, or a share of the optimizer on the host, found by bisection on the memory model. Plans
+//     within the memory budget are simulated with evaluate() (train/train.h).
 //   Memory: the search, its budget, the front and the pruning use the tensors (plus the CUDA context:
 //     Plan::allocator none), what torch's max_memory_allocated reports and what PyTorch needs before
 //     it raises an out-of-memory error, since it frees its cache and retries first. The plans reported

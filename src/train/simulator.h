@@ -27,9 +27,9 @@
 //     and the bf16 copy: Plan::optimizer_step_bytes per local parameter (26 + grad_bytes with an fp32
 //     master and fp32 moments), memory-bound on the GPU. Offloaded (the host's share f of the local
 //     parameters, Plan::optimizer_offload_fraction): their gradients down and parameters up over the
-//     host link plus the CPU step at Plan::cpu_adam_params_per_s (kCpuAdamParamsPerSecond, plan.h), while the GPU steps the
-//     rest (Megatron's HybridDeviceOptimizer launches the GPU part, then steps the CPU part): the
-//     longer of the two.
+//     host link plus the CPU step at Plan::cpu_adam_params_per_s (kCpuAdamParamsPerSecond, plan.h),
+//     while the GPU steps the rest (Megatron's HybridDeviceOptimizer launches the GPU part, then steps
+//     the CPU part): the longer of the two.
 //   Activation offload (Plan::offloads_layer), layer by layer as Transformer Engine's double-buffered
 //     handler runs it: a layer's saved activations go to the host on the device-to-host copy stream when
 //     its forward ends and the forward two layers up waits for that copy; in the backward a layer's copy
@@ -76,7 +76,6 @@ enum class TimeCategory : uint16_t {
 };
 inline constexpr size_t kNumTimeCategories = static_cast<size_t>(TimeCategory::kCount);
 std::string_view time_category_name(TimeCategory c);  // "compute", "recompute", "tp", ... "optimizer"
-
 
 // One optimizer step of `local_params` parameters (a rank's share) under plan p (the model card's
 // "Optimizer"); the planner's bound uses the same.
