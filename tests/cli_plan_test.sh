@@ -9,15 +9,23 @@ expect counts 0 "plans: [0-9]+ enumerated, [0-9]+ invalid" -- "${small[@]}"
 expect group-help 0 "train" -- plan --help
 
 # On a topology (--comm-model flow): the search's best 3 K plans re-simulated there and re-ranked, the
-# alpha-beta figure beside each; the counts of the search are the alpha-beta search's.
+# alpha-beta figure beside each; the search is the alpha-beta one, pruned to keep the top 3 K (as
+# --top 6 would); --flow-rerank N re-simulates N instead.
 flow16=(plan train --model gpt2 --gpu h100-sxm --gpus 16 --seq 1024 --gbs 32 --top 2 --quiet)
-if python3 - "$("$bin" --json "${flow16[@]}")" "$("$bin" --json "${flow16[@]}" --comm-model flow --oversubscription 4)" <<'PY' 2>/dev/null
+if python3 - "$("$bin" --json "${flow16[@]}")" "$("$bin" --json "${flow16[@]}" --comm-model flow --oversubscription 4)" \
+    "$("$bin" --json "${flow16[@]}" --top 6)" "$("$bin" --json "${flow16[@]}" --top 9)" \
+    "$("$bin" --json "${flow16[@]}" --comm-model flow --oversubscription 4 --flow-rerank 9)" <<'PY' 2>/dev/null
 import json, sys
-ab, fl = (json.loads(x) for x in sys.argv[1:3])
+ab, fl, ab6, ab9, fl9 = (json.loads(x) for x in sys.argv[1:6])
 assert ab["comm_model"] == "alpha-beta" and fl["comm_model"] == "flow"
 assert fl["fabric"] == {"tiers": 2, "oversubscription": 4.0, "rail_optimized": True}
-assert fl["counts"]["simulated"] == ab["counts"]["simulated"] and ab["counts"]["flow_simulated"] == 0
-assert fl["counts"]["flow_simulated"] == min(6, ab["counts"]["simulated"])
+assert fl["counts"]["simulated"] == ab6["counts"]["simulated"] and ab["counts"]["flow_simulated"] == 0
+assert fl["counts"]["flow_simulated"] == min(6, ab["counts"]["simulated"]) and fl["flow_rerank"] == 6
+assert "flow_rerank" not in ab
+assert fl9["flow_rerank"] == 9 and fl9["counts"]["flow_simulated"] == min(9, ab9["counts"]["simulated"])
+assert fl9["counts"]["simulated"] == ab9["counts"]["simulated"]
+top9 = {p["index"] for p in ab9["top"]}
+assert all(p["index"] in top9 for p in fl9["top"])
 t = [p["tokens_per_s_per_gpu"] for p in fl["top"]]
 assert len(t) == 2 and t == sorted(t, reverse=True)
 assert all(p["alpha_beta_tokens_per_s_per_gpu"] > 0 for p in fl["top"])
@@ -26,6 +34,9 @@ PY
 then pass=$((pass+1)); else echo "FAIL plan on a topology"; fail=$((fail+1)); fi
 expect flow-table 0 "top 2 plans by tokens/s per GPU on the topology \(flow-level\)" -- "${flow16[@]}" --comm-model flow
 expect flow-bad 2 "--comm-model: unknown communication model 'flw'" -- "${flow16[@]}" --comm-model flw
+expect flow-rerank-alone 2 "--flow-rerank: applies to --comm-model flow" -- "${flow16[@]}" --flow-rerank 9
+expect flow-rerank-few 2 "--flow-rerank: expected at least --top \(2\) plans to re-simulate, found 1" -- "${flow16[@]}" --comm-model flow --flow-rerank 1
+expect flow-rerank-line 0 "its best 9 plans re-simulated on the topology" -- "${flow16[@]}" --comm-model flow --flow-rerank 9
 expect missing-subcommand 2 "valid subcommands: train" -- plan
 
 # --json: documented keys; top sorted by throughput; the front rises in memory and in throughput.

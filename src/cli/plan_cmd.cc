@@ -52,6 +52,7 @@ struct PlanTrainArgs {
   double budget_gib = 0.0;
   bool budget_given = false;
   int64_t top = 10;
+  int64_t flow_rerank = 0;  // --flow-rerank (0: 3 x --top)
   int threads = 0;
   int64_t max_tp = 0, max_pp = 0, max_cp = 8, max_ep = 0, max_vp = 0, max_mbs = 0;
   std::string schedules = "gpipe,1f1b,interleaved,zero-bubble";
@@ -312,6 +313,15 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   const tr::ClusterSpec cluster = tr::ClusterSpec::from_catalog(gpu, node, 8, nic);
 
   const std::optional<net::Topology> topology = training_topology(a.fabric, gpu, node, a.gpus);
+  if (a.flow_rerank != 0) {
+    if (!a.fabric.flow()) {
+      throw InputError(kCl.with_key("--flow-rerank"), "applies to --comm-model flow (the alpha-beta search re-ranks nothing)");
+    }
+    if (a.flow_rerank < a.top) {
+      throw InputError(kCl.with_key("--flow-rerank"),
+                       fmt::format("expected at least --top ({}) plans to re-simulate, found {}", a.top, a.flow_rerank));
+    }
+  }
 
   tr::PlannerOptions o;
   if (topology) o.evaluate.topology = &*topology;
@@ -374,6 +384,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     o.budget = Bytes::from_double(a.budget_gib * 1073741824.0);
   }
   o.top_k = static_cast<size_t>(a.top);
+  o.flow_rerank = static_cast<size_t>(a.flow_rerank);
   o.threads = a.threads;
   o.prune = !a.exhaustive;
   o.keep_candidates = !a.candidates_csv.empty();
@@ -427,7 +438,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["moe_dispatchers"] = searched;
     j["moe_ranks_per_token"] = o.base.moe_ranks_per_token;
     j["comm_model"] = a.fabric.comm_model;
-    if (topology) j["fabric"] = fabric_json(a.fabric);
+    if (topology) {
+      j["fabric"] = fabric_json(a.fabric);
+      j["flow_rerank"] = tr::flow_rerank_count(o);
+    }
     j["bound_violations"] = r.bound_violations;
     j["budget_bytes"] = r.budget.count();
     j["feasible"] = feasible;
@@ -474,7 +488,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          r.counts.enumerated,
                          variants_note(r.counts),
                          r.counts.invalid, r.counts.over_budget, r.counts.fits, r.counts.simulated,
-                         r.counts.pruned, a.top,
+                         r.counts.pruned, std::max<int64_t>(a.top, static_cast<int64_t>(tr::flow_rerank_count(o))),
                          r.counts.errors > 0 ? fmt::format("; {} failed in the simulator (internal-error below)", r.counts.errors)
                                              : std::string());
   if (feasible) {
@@ -520,6 +534,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--budget-gib", a->budget_gib, "memory budget per GPU in GiB (default: the GPU's memory)")
       ->each([a](const std::string&) { a->budget_given = true; });
   c->add_option("--top", a->top, "plans to list")->capture_default_str();
+  c->add_option("--flow-rerank", a->flow_rerank,
+                "--comm-model flow: the search's best N plans re-simulated on the topology before the top is re-ranked, "
+                "at least --top (default 3 x --top; more finds plans the fabric favours, at a flow run each)");
   c->add_option("--threads", a->threads, "threads (0 = all cores); results do not depend on it")->capture_default_str();
   c->add_option("--node", a->node, "catalog node type (default: the catalog node with this GPU)");
   add_kernel_options(c, a->kernels);

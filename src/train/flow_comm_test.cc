@@ -69,6 +69,27 @@ TEST(FlowComm, GroupsOnSeparateRailsRunAtTheirNicRate) {
   EXPECT_NEAR(r.less_launch(comm.collective(coll::Op::kAllReduce, s, Group::kTp)), tp, 0.01 * tp);
 }
 
+// Routed experts' gradients reduce over the expert-data-parallel group, tp x ep ranks apart
+// (Megatron-Core's expert grid). tp 1, dp 16, ep 8 on two machines: eight groups {i, i + 8}, one per
+// rail, so each two-rank all-reduce of S runs at S / B as in the test above, on the flow model and on
+// the closed form alike.
+TEST(FlowComm, ExpertDataParallelGroupsPairTheMachinesRailByRail) {
+  const Rig r;
+  const net::Topology t = fabric(2, 1.0);
+  Plan p;
+  p.dp = 16;
+  p.ep = 8;
+  p.gbs = 16;
+  p.seq = 1024;
+  ASSERT_EQ(group_size(p, Group::kEdpShard), 2);
+  const FlowComm comm(t, r.c, p);
+  const Bytes s = Bytes::MiB(256);
+  const double expect = s.to_double() / kNet;
+  EXPECT_NEAR(r.less_launch(comm.collective(coll::Op::kAllReduce, s, Group::kEdpShard)), expect, 0.01 * expect);
+  const AlphaBetaComm closed(r.c, p);
+  EXPECT_NEAR(r.less_launch(closed.collective(coll::Op::kAllReduce, s, Group::kEdpShard)), expect, 0.01 * expect);
+}
+
 // Cross-rail ring hops relay over NVLink to the GPU on the destination's rail (NCCL's PXN, routing
 // policy kRailAligned). tp 4, dp 4 on two machines: DP group {0, 4, 8, 12} has two members per machine
 // and two channels; each channel's machine-crossing hop goes out through one NIC, a different one per

@@ -48,6 +48,8 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
   r.host_capacity = host_capacity;
   int64_t groups = 0;
   for (Group g : {Group::kTp, Group::kCp, Group::kDp, Group::kEp, Group::kPp}) groups += group_size(p, g) > 1 ? 1 : 0;
+  // With EP the experts' gradients reduce over a communicator of their own (the expert-data-parallel group).
+  if (p.ep > 1 && group_size(p, Group::kEdpShard) > 1) ++groups;
   r.stages.reserve(static_cast<size_t>(p.pp));
   for (int64_t s = 0; s < p.pp; ++s) {
     StageMemory st;

@@ -69,6 +69,27 @@ TEST(Memory, RoutedExpertsShardOverTheExpertDataParallelRanks) {
   EXPECT_NEAR(model_state_memory(params, p, {}, experts).optimizer.to_gb(), 120.0, 1e-6);
 }
 
+// Each communicator a rank uses holds NCCL's buffers (MemoryConstants::nccl_per_group, per group of more
+// than one rank). An MoE plan on dp 8: ep 4 uses the DP, the EP and the expert-data-parallel
+// communicator (8 / 4 = 2 ranks): 3 of them; ep 8 leaves each expert on one rank (no expert-data-
+// parallel group): 2; dense (ep 1) only the DP one.
+TEST(Memory, EachCommunicatorHoldsItsNcclBuffers) {
+  const model::ModelSpec model = testing::small_moe(4, 1024);
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  const MemoryConstants k;
+  Plan p;
+  p.dp = 8;
+  p.gbs = 8;
+  p.seq = 1024;
+  for (const auto& [ep, communicators] : {std::pair{1, 1}, std::pair{4, 3}, std::pair{8, 2}}) {
+    p.ep = ep;
+    const MemoryReport r = memory_model(model, p, model_costs(model, p, cm, comm), gpu);
+    EXPECT_EQ(r.stages[0].memory.communication, k.nccl_per_group * communicators) << "ep " << ep;
+  }
+}
+
 // The optimizer's states as Plan::optimizer_dtype and Plan::master_weights set them, sharded over dp 8
 // (ZeRO-1, Megatron's distributed optimizer), Psi = 8e9: fp32 master + fp32 moments 12 Psi / 8 = 12 GB;
 // NeMo's distributed Adam at dtype bf16 (bf16 moments, no master) 4 Psi / 8 = 4 GB; Apex's remainders

@@ -175,6 +175,8 @@ std::string_view group_name(Group g) {
     case Group::kPp: return "pp";
     case Group::kDpShard: return "dp-shard";
     case Group::kDpReplica: return "dp-replica";
+    case Group::kEdpShard: return "edp-shard";
+    case Group::kEdpReplica: return "edp-replica";
   }
   return "?";
 }
@@ -188,6 +190,10 @@ int64_t group_size(const Plan& p, Group g) {
     case Group::kPp: return p.pp;
     case Group::kDpShard: return p.sharding == Sharding::kNone ? p.dp * p.cp : p.shard_size();
     case Group::kDpReplica: return p.sharding == Sharding::kNone || p.shard_group <= 0 ? 1 : p.dp / p.shard_group;
+    case Group::kEdpShard:
+      return p.sharding == Sharding::kNone ? std::max<int64_t>(1, p.dp * p.cp / std::max<int64_t>(1, p.ep))
+                                           : p.expert_shard_size();
+    case Group::kEdpReplica: return group_size(p, Group::kDpReplica);
   }
   return 1;
 }
@@ -196,11 +202,13 @@ int64_t group_stride(const Plan& p, Group g) {
   switch (g) {
     case Group::kTp: return 1;
     case Group::kCp: return p.tp;
-    case Group::kEp: return p.tp * p.cp;  // expert groups are the innermost ep ranks of dp*cp (after cp)
+    case Group::kEp: return p.tp;  // the expert grid's ep ranks follow its tp ranks (cp folded in)
     case Group::kDp: return p.tp;         // with the cp ranks, which hold the same parameters
     case Group::kPp: return p.tp * p.cp * p.dp;
     case Group::kDpShard: return p.tp;
     case Group::kDpReplica: return p.tp * p.cp * (p.sharding == Sharding::kNone || p.shard_group <= 0 ? p.dp : p.shard_group);
+    case Group::kEdpShard: return p.tp * p.ep;
+    case Group::kEdpReplica: return group_stride(p, Group::kDpReplica);
   }
   return 1;
 }
@@ -333,6 +341,12 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     }
     if (p.sharding == Sharding::kNone && p.shard_group > 1) {
       add("shard", fmt::format("shard group {} given without sharding (choose zero1|zero2|zero3)", p.shard_group));
+    }
+    // EP takes its ranks from one shard group (torchtitan's dp_shard x cp mesh; Megatron-Core's expert
+    // shards): the expert shard group is that group's ranks over ep.
+    if (p.sharding != Sharding::kNone && p.ep > 1 && p.dp % p.shard_group == 0 && (p.shard_group * p.cp) % p.ep != 0) {
+      add("shard", fmt::format("ep={} does not divide the shard group x cp={}x{}={} (EP lies inside a shard group)", p.ep,
+                               p.shard_group, p.cp, p.shard_group * p.cp));
     }
   }
   if (p.recompute_layers < -1) {

@@ -275,7 +275,12 @@ void require_valid_plan(const model::ModelSpec& model, const Plan& plan, int64_t
 // Megatron-Core's data-parallel group with context parallelism). kDpShard: the ranks that share one shard
 // (ZeRO/FSDP; HSDP: its shard group x cp; unsharded: dp x cp); kDpReplica: the replicas of one shard
 // (HSDP), 1 when the shard spans all of DP.
-enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica };
+// Routed experts use Megatron-Core's expert grid (parallel_state.py, expert_decoder_rank_generator:
+// expert TP = TP, then EP, then the expert-data-parallel ranks EDP = dp x cp / ep, then PP, with CP
+// folded into EP and EDP): kEp is ep ranks tp apart; kEdpShard the ranks that share one expert shard
+// (or, unsharded, reduce expert gradients), tp x ep apart: shard_size / ep, or dp x cp / ep unsharded;
+// kEdpReplica the HSDP replicas of an expert shard (the dense replicas: EP lies inside a shard group).
+enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica, kEdpShard, kEdpReplica };
 std::string_view group_name(Group g);
 int64_t group_size(const Plan& plan, Group g);
 int64_t group_stride(const Plan& plan, Group g);

@@ -258,6 +258,28 @@ TEST(Plan, MoeRanksPerTokenIsCheckedAgainstTheDispatcherAndTheRouting) {
   EXPECT_THROW(parse_moe_dispatcher("deep-ep", Where{}), InputError);
 }
 
+// HSDP with EP: the EP ranks lie inside one shard group (torchtitan's dp_shard x cp mesh), so ep must
+// divide the shard group x cp; shard groups of 2 cannot hold ep 4, shard groups of 4 can.
+TEST(Plan, HsdpShardGroupMustHoldTheEpRanks) {
+  const model::ModelSpec m = testing::small_moe(4, 2048);
+  const auto gpu = test_gpu();
+  Plan p;
+  p.dp = 8;
+  p.ep = 4;
+  p.gbs = 8;
+  p.sharding = Sharding::kZero3;
+  p.shard_group = 2;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 8, gpu), "shard"));
+  p.shard_group = 4;
+  EXPECT_FALSE(has_key(validate_plan(m, p, 8, gpu), "shard"));
+  p.cp = 2;  // shard group 2 x cp 2 = 4 ranks hold ep 4
+  p.dp = 4;
+  p.shard_group = 2;
+  p.gbs = 4;
+  p.seq = 2048;
+  EXPECT_FALSE(has_key(validate_plan(m, p, 8, gpu), "shard"));
+}
+
 TEST(Plan, RequireValidPlanThrowsInputErrorWithTheKey) {
   Plan p;
   p.tp = 3;
@@ -337,7 +359,6 @@ TEST(Plan, GroupStridesFollowTpCpDpPpOrder) {
   p.pp = 2;
   EXPECT_EQ(group_stride(p, Group::kTp), 1);
   EXPECT_EQ(group_stride(p, Group::kCp), 8);
-  EXPECT_EQ(group_stride(p, Group::kEp), 16);
   EXPECT_EQ(group_stride(p, Group::kPp), 64);
   // Gradients reduce over dp x cp = 8 ranks (the cp ranks hold the same parameters): ranks tp apart.
   EXPECT_EQ(group_size(p, Group::kDp), 8);
@@ -353,6 +374,40 @@ TEST(Plan, GroupStridesFollowTpCpDpPpOrder) {
   EXPECT_EQ(p.shard_size(), 4);
   EXPECT_EQ(group_size(p, Group::kDpReplica), 2);
   EXPECT_EQ(group_stride(p, Group::kDpReplica), 32);
+}
+
+// Megatron-Core's expert grid (parallel_state.py: expert_decoder_rank_generator with tp = expert TP,
+// ep, dp = world / (etp ep pp), cp = 1, order tp-cp-ep-dp-pp): on tp 8, cp 2, dp 4, pp 2 (128 ranks)
+// with ep 4, expert TP ranks are 1 apart, EP ranks 8 apart (cp folded into ep), and the expert-data-
+// parallel ranks 128 / (8 x 4 x 2) = 2 of them, 8 x 4 = 32 apart.
+TEST(Plan, ExpertGroupsFollowMegatronCoresExpertGrid) {
+  Plan p;
+  p.tp = 8;
+  p.cp = 2;
+  p.dp = 4;
+  p.pp = 2;
+  p.ep = 4;
+  EXPECT_EQ(group_size(p, Group::kEp), 4);
+  EXPECT_EQ(group_stride(p, Group::kEp), 8);
+  EXPECT_EQ(group_size(p, Group::kEdpShard), 2);  // unsharded: all of EDP reduces expert gradients
+  EXPECT_EQ(group_stride(p, Group::kEdpShard), 32);
+  EXPECT_EQ(group_size(p, Group::kEdpReplica), 1);
+  p.sharding = Sharding::kZero1;  // the distributed optimizer shards experts over EDP: dp x cp / ep
+  EXPECT_EQ(group_size(p, Group::kEdpShard), 2);
+  EXPECT_EQ(p.expert_shard_size(), 2);
+  // HSDP, shard groups of 2 DP ranks x 2 cp ranks = 4 ranks: the 4 EP ranks fill one, so each expert
+  // shard is a single rank, replicated over the dp / 2 = 2 shard groups, 4 x 8 = 32 ranks apart.
+  p.sharding = Sharding::kZero3;
+  p.shard_group = 2;
+  EXPECT_EQ(group_size(p, Group::kEdpShard), 1);
+  EXPECT_EQ(group_size(p, Group::kEdpReplica), 2);
+  EXPECT_EQ(group_stride(p, Group::kEdpReplica), 32);
+  // Dense: no experts, EDP is the DP group (dp x cp, tp apart).
+  p = Plan{};
+  p.tp = 2;
+  p.dp = 8;
+  EXPECT_EQ(group_size(p, Group::kEdpShard), group_size(p, Group::kDpShard));
+  EXPECT_EQ(group_stride(p, Group::kEdpShard), group_stride(p, Group::kDpShard));
 }
 
 // Llama 3 405B: 126 layers on 16 pipeline stages as 7 + 14 x 8 + 7 (Dubey et al. 2024, "The Llama 3

@@ -110,6 +110,7 @@ class CollectiveMemo {
   CollectiveMemo(const CommModel& comm, coll::Op op, Group group, int64_t bytes_per_param)
       : comm_(comm), op_(op), group_(group), bytes_per_param_(bytes_per_param) {}
   Time time(int64_t params) {
+    if (params <= 0) return Time::zero();
     if (params != last_params_) {
       last_params_ = params;
       last_ = comm_.collective(op_, Bytes::from_double(d(params) * d(bytes_per_param_)), group_);
@@ -267,6 +268,11 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
   return plans;
 }
 
+size_t flow_rerank_count(const PlannerOptions& o) {
+  if (o.evaluate.topology == nullptr) return 0;
+  return o.flow_rerank > 0 ? o.flow_rerank : o.top_k * kFlowRerankFactor;
+}
+
 double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, const ModelCosts& c,
                               const compute::ComputeModel& cm, const CommModel& comm, bool share_links) {
   const int64_t pp = p.pp;
@@ -277,6 +283,8 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   const bool zero3 = p.sharding == Sharding::kZero3 && group_size(p, Group::kDpShard) > 1;
   CollectiveMemo gather{comm, coll::Op::kAllGather, Group::kDpShard, 2};
   CollectiveMemo reduce{comm, coll::Op::kReduceScatter, Group::kDpShard, p.grad_bytes};
+  CollectiveMemo expert_gather{comm, coll::Op::kAllGather, Group::kEdpShard, 2};
+  CollectiveMemo expert_reduce{comm, coll::Op::kReduceScatter, Group::kEdpShard, p.grad_bytes};
   Time chain_f;  // micro-batch 0's forward through the stages before s
   Time chain_b;  // the last backward's way down through the stages before s
   Time opt0;
@@ -323,22 +331,44 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
     step_lb = std::max(step_lb, chain_f + work * m + tail);
     if (zero3) {
       // ZeRO-3: the FIFO gather stream runs one all-gather per layer for every forward and backward
-      // pass, the gradient stream one reduce-scatter per layer for every backward.
-      Time gathers, reductions;
+      // pass, the gradient stream one reduce-scatter per layer for every backward; each of a layer's
+      // collectives in two parts, the dense parameters' over the shard group and the routed experts'
+      // over the expert shard group (the simulator's gather_params and reduce_grads).
+      Time gathers, reductions, expert_gathers, expert_reductions;
       for (int64_t ch = 0; ch < v; ++ch) {
         const LayerRange range = chunk_layers(p, model.layers, s, ch);
         for (int64_t i = 0; i < range.count; ++i) {
-          int64_t n = c.layer[static_cast<size_t>(range.first + i)].params;
+          const LayerCost& l = c.layer[static_cast<size_t>(range.first + i)];
+          int64_t n = l.params - l.expert_params;
           if (s == 0 && ch == 0 && i == 0) n += c.pre.params;
           if (s == pp - 1 && ch == v - 1 && i == range.count - 1) n += c.post.params;
-          if (range.offset + i >= p.unsharded_layers) gathers += gather.time(n) * 2;
-          if (p.grad_sync == GradSync::kDense) reductions += reduce.time(n);
+          if (range.offset + i >= p.unsharded_layers) {
+            gathers += gather.time(n) * 2;
+            expert_gathers += expert_gather.time(l.expert_params) * 2;
+          }
+          if (p.grad_sync == GradSync::kDense) {
+            reductions += reduce.time(n);
+            expert_reductions += expert_reduce.time(l.expert_params);
+          }
         }
       }
-      // With link sharing both streams' collectives are work on the one link of the shard group
-      // (processor sharing conserves it: train/task_graph.h), so the link is busy for their sum.
-      const bool one_link = share_links && comm.link(Group::kDpShard).has_value();
-      step_lb = std::max(step_lb, one_link ? (gathers + reductions) * m : std::max(gathers, reductions) * m);
+      Time busiest = std::max(gathers + expert_gathers, reductions + expert_reductions);
+      // With link sharing both streams' collectives of one link (processor sharing conserves it:
+      // train/task_graph.h) keep it busy for their sum: the shard group's, and the expert shard group's
+      // on the same link or on its own.
+      if (share_links) {
+        const std::optional<LinkKind> dense_link = comm.link(Group::kDpShard);
+        const std::optional<LinkKind> expert_link = comm.link(Group::kEdpShard);
+        const Time dense_work = gathers + reductions;
+        const Time expert_work = expert_gathers + expert_reductions;
+        if (dense_link && expert_link && *dense_link == *expert_link) {
+          busiest = std::max(busiest, dense_work + expert_work);
+        } else {
+          if (dense_link) busiest = std::max(busiest, dense_work);
+          if (expert_link) busiest = std::max(busiest, expert_work);
+        }
+      }
+      step_lb = std::max(step_lb, busiest * m);
     }
     chain_f += f0 + hop;
     chain_b += b0 + hop;
@@ -549,13 +579,16 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   const uint64_t total = fitting.size();
   uint64_t settled = 0;  // simulated or pruned
   report("simulate", 0, total);
-  std::vector<double> best;  // min-heap of the K best throughputs so far
+  // The pruning keeps the plans that can enter the top `keep`: K, or on a topology as many as phase 3
+  // re-simulates if that is more.
+  const size_t keep = o.top_k == 0 ? 0 : std::max(o.top_k, flow_rerank_count(o));
+  std::vector<double> best;  // min-heap of the `keep` best throughputs so far
   Staircase staircase;
   size_t pos = 0;
   while (pos < fitting.size()) {
-    const double kth = o.top_k == 0              ? std::numeric_limits<double>::infinity()
-                       : best.size() < o.top_k ? -std::numeric_limits<double>::infinity()
-                                                : best.front();
+    const double kth = keep == 0              ? std::numeric_limits<double>::infinity()
+                       : best.size() < keep ? -std::numeric_limits<double>::infinity()
+                                             : best.front();
     std::vector<size_t> round;
     while (pos < fitting.size() && (!o.prune || round.size() < kRoundSize)) {
       const size_t i = fitting[pos++];
@@ -581,10 +614,10 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       const Candidate& c = cands[i];
       if (c.status != CandidateStatus::kSimulated) continue;
       staircase.add(c.peak, c.tokens_per_s_per_gpu);
-      if (o.top_k > 0) {
+      if (keep > 0) {
         best.push_back(c.tokens_per_s_per_gpu);
         std::push_heap(best.begin(), best.end(), std::greater<>());
-        if (best.size() > o.top_k) {
+        if (best.size() > keep) {
           std::pop_heap(best.begin(), best.end(), std::greater<>());
           best.pop_back();
         }
@@ -626,9 +659,9 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   if (o.evaluate.topology == nullptr) {
     for (size_t k = 0; k < std::min(o.top_k, sim.size()); ++k) r.top.push_back(*sim[k]);
   } else {
-    // Phase 3: the search's best kFlowRerankFactor x K plans simulated again with flow-level
+    // Phase 3: the search's best N plans (flow_rerank_count) simulated again with flow-level
     // communication and re-ranked by those runs (planner.h).
-    const size_t n_flow = std::min(o.top_k * kFlowRerankFactor, sim.size());
+    const size_t n_flow = std::min(flow_rerank_count(o), sim.size());
     std::vector<std::optional<Candidate>> flow(n_flow);
     EvaluateOptions fo = o.evaluate;
     fo.simulate = true;

@@ -38,9 +38,10 @@
 //     than its bound with no more memory (so it cannot be on the front). Decisions use only finished
 //     rounds, so the simulated set is the same for any thread count.
 //   On a topology (PlannerOptions::evaluate.topology, train/flow_comm.h): the search above runs on the
-//     alpha-beta model (the Pareto front, the pruning and the reasons are its); then its best
-//     kFlowRerankFactor x K simulated plans are simulated again with flow-level communication and the
-//     top K is re-ranked by those runs. Not a proof: a plan outside those could win on the topology
+//     alpha-beta model (the Pareto front, the pruning and the reasons are its); then its best N
+//     plans (PlannerOptions::flow_rerank, default kFlowRerankFactor x K; the pruning then keeps the
+//     top max(K, N), so those N are exactly the alpha-beta search's best) are simulated again with
+//     flow-level communication and the top K is re-ranked by those runs. Not a proof: a plan outside those could win on the topology
 //     (where the topology slows the leaders more than it); the count re-simulated is reported. Each
 //     flow simulation costs a flow run per distinct collective (0.3-6 s per plan at 512 GPUs).
 //   Threads: both phases run on PlannerOptions::threads std::threads (the caller is one), the filter in
@@ -125,6 +126,9 @@ struct PlannerOptions {
   Bytes budget;     // per-GPU memory budget; zero = the GPU's memory
   SearchSpace space;
   size_t top_k = 10;
+  // On a topology: the alpha-beta search's best plans re-simulated on it (phase 3); 0 = kFlowRerankFactor
+  // x top_k. Ignored without a topology.
+  size_t flow_rerank = 0;
   int threads = 0;     // 0 = std::thread::hardware_concurrency()
   bool prune = true;   // false: simulate every plan within the budget
   bool keep_candidates = false;  // return every candidate (PlannerResult::candidates)
@@ -203,8 +207,10 @@ struct PlannerResult {
 // Optimizer-offload variants put a multiple of 1 / this of the optimizer on the host (0.05, 0.1, ... 1).
 inline constexpr int64_t kOptimizerOffloadSteps = 20;
 
-// Phase 3 on a topology (see the model card): plans re-simulated per place of the top K.
+// Phase 3 on a topology (see the model card): plans re-simulated per place of the top K, by default.
 inline constexpr size_t kFlowRerankFactor = 3;
+// The plans phase 3 re-simulates on a topology (0 without one): PlannerOptions::flow_rerank or its default.
+size_t flow_rerank_count(const PlannerOptions& o);
 
 // Simulations per pruning round (fixed, so the simulated set does not depend on the thread count).
 inline constexpr size_t kRoundSize = 32;

@@ -775,6 +775,19 @@ TEST(Planner, PicksPlainDataParallelismForASmallModel) {
 }
 
 
+// Two 8-GPU machines (NVSwitch 300 GB/s per GPU, one 50 GB/s NIC per GPU) under a 4:1 oversubscribed leaf.
+net::Topology two_machines_at_four_to_one() {
+  net::FatTreeSpec f;
+  f.machines = 2;
+  f.gpus_per_machine = 8;
+  f.radix = 16;
+  f.oversubscription = 4.0;
+  f.nic_bandwidth = Bandwidth(50e9);
+  f.pcie_bandwidth = Bandwidth(32e9);
+  f.scaleup_bandwidth = Bandwidth(300e9);
+  return net::fat_tree(f);
+}
+
 // On a topology the search stays the alpha-beta one and its best 3 K plans are re-simulated with
 // flow-level communication: the top K is theirs, sorted by the flow runs, each with its alpha-beta
 // throughput beside; the Pareto front and the counts of the search do not change; any thread count
@@ -785,21 +798,19 @@ TEST(Planner, OnATopologyTheBestPlansAreReRankedByFlowRuns) {
   o.gpus = 16;
   o.gbs = 32;
   o.top_k = 2;
-  net::FatTreeSpec f;
-  f.machines = 2;
-  f.gpus_per_machine = 8;
-  f.radix = 16;
-  f.oversubscription = 4.0;
-  f.nic_bandwidth = Bandwidth(50e9);
-  f.pcie_bandwidth = Bandwidth(32e9);
-  f.scaleup_bandwidth = Bandwidth(300e9);
-  const net::Topology topo = net::fat_tree(f);
+  const net::Topology topo = two_machines_at_four_to_one();
   const PlannerResult ab = plan_training(s.model, s.cluster, s.cm, o);
   o.evaluate.topology = &topo;
   const PlannerResult flow = plan_training(s.model, s.cluster, s.cm, o);
   o.threads = 2;
   const PlannerResult flow2 = plan_training(s.model, s.cluster, s.cm, o);
-  EXPECT_EQ(flow.counts.simulated, ab.counts.simulated);
+  // The pruning keeps the 3 K plans phase 3 re-simulates, as a search for the top 3 K would.
+  PlannerOptions top6 = s.options();
+  top6.gpus = 16;
+  top6.gbs = 32;
+  top6.top_k = 6;
+  EXPECT_EQ(flow.counts.simulated, plan_training(s.model, s.cluster, s.cm, top6).counts.simulated);
+  EXPECT_GE(flow.counts.simulated, ab.counts.simulated);
   EXPECT_EQ(flow.counts.flow_simulated, std::min<int64_t>(3 * 2, ab.counts.simulated));
   ASSERT_EQ(flow.top.size(), 2u);
   EXPECT_GE(flow.top[0].tokens_per_s_per_gpu, flow.top[1].tokens_per_s_per_gpu);
@@ -810,6 +821,36 @@ TEST(Planner, OnATopologyTheBestPlansAreReRankedByFlowRuns) {
     EXPECT_EQ(flow.top[i].index, flow2.top[i].index);
     EXPECT_EQ(flow.top[i].step_time, flow2.top[i].step_time);
   }
+}
+
+// PlannerOptions::flow_rerank re-simulates the alpha-beta search's best N plans on the topology, N = 12
+// for a top 2 here: the pruning keeps 12 (as a search for the top 12 without a topology simulates), the
+// 12 are re-run, and the flow top 2 are among the alpha-beta top 12.
+TEST(Planner, FlowRerankReSimulatesTheSearchsBestN) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.gpus = 16;
+  o.gbs = 32;
+  o.top_k = 12;
+  const PlannerResult ab12 = plan_training(s.model, s.cluster, s.cm, o);
+  ASSERT_EQ(ab12.top.size(), 12u);
+  const net::Topology topo = two_machines_at_four_to_one();
+  o.top_k = 2;
+  o.flow_rerank = 12;
+  o.evaluate.topology = &topo;
+  EXPECT_EQ(flow_rerank_count(o), 12u);
+  const PlannerResult flow = plan_training(s.model, s.cluster, s.cm, o);
+  EXPECT_EQ(flow.counts.simulated, ab12.counts.simulated);
+  EXPECT_EQ(flow.counts.flow_simulated, 12);
+  ASSERT_EQ(flow.top.size(), 2u);
+  for (const Candidate& c : flow.top) {
+    EXPECT_TRUE(std::any_of(ab12.top.begin(), ab12.top.end(), [&](const Candidate& a) { return a.index == c.index; }))
+        << c.index;
+  }
+  o.flow_rerank = 0;
+  EXPECT_EQ(flow_rerank_count(o), 6u);  // 3 x top
+  o.evaluate.topology = nullptr;
+  EXPECT_EQ(flow_rerank_count(o), 0u);  // no topology, no phase 3
 }
 
 // The reported plans carry the caching allocator's reservation (planner.h, "Memory"): with the eager

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -229,6 +233,37 @@ class Builder {
     if (s == pp_ - 1 && c == v_ - 1 && hi == n_layers(s, c)) n += c_.post.params;
     return n;
   }
+  // A piece's parameters as the DP collectives split them: routed experts' reduce and gather over the
+  // expert-data-parallel groups (Group::kEdpShard, kEdpReplica), the rest over the dense ones.
+  struct ParamSplit {
+    int64_t dense = 0;
+    int64_t experts = 0;
+  };
+  ParamSplit piece_split(int32_t s, int32_t c, int64_t lo, int64_t hi) const {
+    ParamSplit r;
+    for (int64_t i = lo; i < hi; ++i) r.experts += c_.layer[static_cast<size_t>(layer_of(s, c, i))].expert_params;
+    r.dense = piece_params(s, c, lo, hi) - r.experts;
+    return r;
+  }
+  // The all-gathers of a piece's 16-bit parameters on `stream`, one task per group that has more than
+  // one rank (dense over the shard group, experts over the expert shard group); `what()` names them in
+  // the trace. Returns the first and last task (-1 for none): the stream runs them in creation order.
+  template <class NameFn>
+  std::pair<TaskId, TaskId> gather_params(int32_t s, StreamId stream, ParamSplit ps, const NameFn& what) {
+    std::pair<TaskId, TaskId> r{-1, -1};
+    for (const auto& [params, g] : {std::pair{ps.dense, Group::kDpShard}, std::pair{ps.experts, Group::kEdpShard}}) {
+      if (params <= 0) continue;
+      const Bytes bytes = Bytes::from_double(d(params) * 2.0);
+      const Time t = collective(s, coll::Op::kAllGather, bytes, g);
+      if (t <= Time::zero()) continue;
+      const TaskId ag = add_task(s, stream, t, TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
+        return fmt::format("{}{} {:.1f} MB", g == Group::kEdpShard ? "expert " : "", what(), bytes.to_double() * 1e-6);
+      }, link_resource(s, g));
+      if (r.first < 0) r.first = ag;
+      r.second = ag;
+    }
+    return r;
+  }
 
   // Transformer Engine's delayed scaling: when a model chunk's fp8_autocast region ends, in forward and
   // again in backward, TE all-reduces the amaxes of the region's fp8 tensors over the stage's
@@ -256,37 +291,47 @@ class Builder {
     return full_recompute(s, c, i) ? l.act_input : l.saved_activations(p_.recompute);
   }
 
-  // Gradient reduction of `bytes` of gradients over the DP groups, as one task per collective.
-  TaskId reduce_grads(int32_t s, const StageStreams& st, Bytes bytes, TaskId after, bool last_mb) {
+  // Gradient reduction of a piece's gradients over the DP groups, one task per collective group: the
+  // dense gradients over the shard group (HSDP: then their shard over the replicas, once per step),
+  // the routed experts' over the expert shard and replica groups. Sparse synchronization exchanges all
+  // of them over dp x cp. Returns the last task (-1 for none): the stream runs them in creation order.
+  TaskId reduce_grads(int32_t s, const StageStreams& st, ParamSplit ps, TaskId after, bool last_mb) {
     TaskId last = -1;
     const bool sharded = p_.sharding != Sharding::kNone;
-    Time t;
-    std::string what;
-    Group g = Group::kDpShard;
+    auto add = [&](Time t, Group g, Bytes bytes, std::string_view what) {
+      if (t <= Time::zero()) return;
+      const TaskId id = add_task(
+          s, st.dp, t, TimeCategory::kDp, Parts{}, false, "dp",
+          [&] { return fmt::format("{} {:.1f} MB", what, bytes.to_double() * 1e-6); }, link_resource(s, g));
+      dep(id, after);
+      last = id;
+    };
     if (p_.grad_sync != GradSync::kDense) {
-      g = Group::kDp;
+      const Bytes bytes = Bytes::from_double(d(ps.dense + ps.experts) * d(p_.grad_bytes));
       const Bytes sparse = Bytes::from_double(bytes.to_double() * p_.grad_density *
                                               (d(p_.grad_bytes) + 4.0) / d(p_.grad_bytes));
       const int64_t n = group_size(p_, Group::kDp);
       if (p_.grad_sync == GradSync::kSparseAllGather) {
-        t = collective(s, coll::Op::kAllGather, sparse * n, Group::kDp);
-        what = "sparse all-gather";
+        add(collective(s, coll::Op::kAllGather, sparse * n, Group::kDp), Group::kDp, bytes, "sparse all-gather");
       } else {
-        t = collective(s, coll::Op::kAllReduce, sparse, Group::kDp);
-        what = "zen exchange";
+        add(collective(s, coll::Op::kAllReduce, sparse, Group::kDp), Group::kDp, bytes, "zen exchange");
       }
-    } else {
-      t = collective(s, sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, Group::kDpShard);
-      what = sharded ? "reduce-scatter" : "all-reduce";
-      if (sharded && last_mb && group_size(p_, Group::kDpReplica) > 1) {
-        t += collective(s, coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(p_.shard_size())),
-                              Group::kDpReplica);
-      }
+      return last;
     }
-    last = add_task(
-        s, st.dp, t, TimeCategory::kDp, Parts{}, false, "dp",
-        [&] { return fmt::format("{} {:.1f} MB", what, bytes.to_double() * 1e-6); }, link_resource(s, g));
-    dep(last, after);
+    const std::array<std::tuple<int64_t, Group, Group, int64_t, std::string_view>, 2> parts = {
+        std::tuple{ps.dense, Group::kDpShard, Group::kDpReplica, p_.shard_size(),
+                   sharded ? std::string_view("reduce-scatter") : std::string_view("all-reduce")},
+        std::tuple{ps.experts, Group::kEdpShard, Group::kEdpReplica, p_.expert_shard_size(),
+                   sharded ? std::string_view("expert reduce-scatter") : std::string_view("expert all-reduce")}};
+    for (const auto& [params, shard, replica, shard_n, what] : parts) {
+      if (params <= 0) continue;
+      const Bytes bytes = Bytes::from_double(d(params) * d(p_.grad_bytes));
+      Time t = collective(s, sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, shard);
+      if (sharded && last_mb && group_size(p_, replica) > 1) {
+        t += collective(s, coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(shard_n)), replica);
+      }
+      add(t, shard, bytes, what);
+    }
     return last;
   }
 
@@ -378,20 +423,15 @@ class Builder {
         if (zero3 && pass.kind != PassKind::kWeight) {
           const int64_t stage_index = range(s, c).offset + lo;
           if (stage_index >= p_.unsharded_layers) {
-            const Bytes gathered = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
-            const Time t = collective(s, coll::Op::kAllGather, gathered, Group::kDpShard);
-            const TaskId ag = add_task(
-                s, st.dp_gather, t, TimeCategory::kDp, Parts{}, false, "dp-gather",
-                [&] { return fmt::format("all-gather l{} {:.1f} MB", lo, gathered.to_double() * 1e-6); },
-                link_resource(s, Group::kDpShard));
+            const auto [ag_first, ag_last] =
+                gather_params(s, st.dp_gather, piece_split(s, c, lo, hi), [&] { return fmt::format("all-gather l{}", lo); });
             const auto anchor = static_cast<int64_t>(compute_order.size()) - 2 - p_.fsdp_prefetch;
-            if (!filler && anchor >= 0) dep(ag, compute_order[static_cast<size_t>(anchor)]);
-            dep(id, ag);
+            if (!filler && anchor >= 0) dep(ag_first, compute_order[static_cast<size_t>(anchor)]);
+            dep(id, ag_last);
           }
         }
         if (zero3 && pass.kind == grad_kind) {
-          const Bytes grads = Bytes::from_double(d(piece_params(s, c, lo, hi)) * d(p_.grad_bytes));
-          reduce_grads(s, st, grads, id_last, last_mb);
+          reduce_grads(s, st, piece_split(s, c, lo, hi), id_last, last_mb);
         } else if (per_layer && pass.kind == grad_kind && last_mb) {
           last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id_last;
         }
@@ -463,14 +503,18 @@ class Builder {
         // A bucket is reduced once the backward has gone down through its lowest layer.
         for (int32_t c = 0; c < v_; ++c) {
           for (const auto& [lo, hi] : dp_buckets(s, c)) {
-            const Bytes bytes = Bytes::from_double(d(piece_params(s, c, lo, hi)) * d(p_.grad_bytes));
-            dp_tasks.push_back(reduce_grads(s, st, bytes, last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)], true));
+            dp_tasks.push_back(
+                reduce_grads(s, st, piece_split(s, c, lo, hi), last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)], true));
           }
         }
       } else {
-        int64_t params = 0;
-        for (int32_t c = 0; c < v_; ++c) params += piece_params(s, c, 0, n_layers(s, c));
-        const TaskId t = reduce_grads(s, st, Bytes::from_double(d(params) * d(p_.grad_bytes)), compute_order.back(), true);
+        ParamSplit all;
+        for (int32_t c = 0; c < v_; ++c) {
+          const ParamSplit chunk = piece_split(s, c, 0, n_layers(s, c));
+          all.dense += chunk.dense;
+          all.experts += chunk.experts;
+        }
+        const TaskId t = reduce_grads(s, st, all, compute_order.back(), true);
         for (int32_t c = 0; c < v_; ++c) dep(t, split ? w_last(s, c) : b_last_[idx(s, c, m_mb_ - 1)]);
         dp_tasks.push_back(t);
       }
@@ -480,12 +524,9 @@ class Builder {
           const std::vector<std::pair<int64_t, int64_t>> buckets = dp_buckets(s, c);
           for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
             const auto [lo, hi] = *b;
-            const Bytes bytes = Bytes::from_double(d(piece_params(s, c, lo, hi)) * 2.0);
-            const TaskId ag = add_task(s, st.dp_gather, collective(s, coll::Op::kAllGather, bytes, Group::kDpShard),
-                                       TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
-                                         return fmt::format("param all-gather c{} l{}-{} {:.1f} MB", c, lo, hi - 1,
-                                                            bytes.to_double() * 1e-6);
-                                       }, link_resource(s, Group::kDpShard));
+            const TaskId ag = gather_params(s, st.dp_gather, piece_split(s, c, lo, hi), [&] {
+                                return fmt::format("param all-gather c{} l{}-{}", c, lo, hi - 1);
+                              }).second;
             dep(first_forward_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)], ag);
           }
         }
@@ -557,11 +598,8 @@ class Builder {
     }
     if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && !p_.overlap_param_gather &&
         group_size(p_, Group::kDpShard) > 1) {
-      const Bytes bytes = Bytes::from_double(d(params) * 2.0);
-      const TaskId ag = add_task(s, st.dp_gather, collective(s, coll::Op::kAllGather, bytes, Group::kDpShard),
-                                 TimeCategory::kDp, Parts{}, false, "dp-gather",
-                                 [&] { return fmt::format("param all-gather {:.1f} MB", bytes.to_double() * 1e-6); },
-                                 link_resource(s, Group::kDpShard));
+      const TaskId ag = gather_params(s, st.dp_gather, ParamSplit{params - experts, experts},
+                                      [] { return std::string("param all-gather"); }).first;
       dep(ag, opt);
     }
   }

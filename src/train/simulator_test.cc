@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "train/test_support.h"
 
 #include "train/schedule.h"
@@ -190,6 +192,50 @@ TEST(Simulator, DataParallelReductionIsExposedOnlyWithoutOverlap) {
   // bucket completes, so only the last one's 5 ms follow the backward's 32 ms.
   plan.bucket_bytes = 16'000'000;
   EXPECT_EQ(simulate_step(f.model, plan, c, f.cm, comm).step_time, ms(48) * (m - 1) + ms(16) + ms(32) + ms(5) + opt);
+}
+
+// A ring all-reduce over the plan's group g moves 2 (n - 1) / n of its bytes through each rank's link
+// (Patarasuk and Yuan 2009); at 1 GB/s, zero for a one-rank group, as CommModel's contract says.
+class RingComm final : public CommModel {
+ public:
+  explicit RingComm(const Plan& plan) : plan_(plan) {}
+  Time collective(coll::Op, Bytes size, Group g) const override {
+    const auto n = static_cast<double>(group_size(plan_, g));
+    return n <= 1 ? Time::zero() : Time::seconds(size.to_double() * 2.0 * (n - 1.0) / n / 1e9);
+  }
+  Time p2p(Bytes) const override { return Time::zero(); }
+
+ private:
+  const Plan& plan_;
+};
+
+// Routed experts' gradients reduce over the expert-data-parallel group (Megatron-Core's
+// expert_data_parallel group, dp x cp / ep ranks), the rest over dp x cp. 4 layers of 1 M parameters,
+// 0.75 M of them routed experts', fp32 gradients: 4 MB dense and 12 MB expert gradients per rank, one
+// exposed all-reduce after the backward (no overlap), dp 4, at 1 GB/s with the ring's 2 (n - 1) / n:
+//   ep 1: both over 4 ranks:             (4 + 12) MB x 1.5 = 24 ms
+//   ep 2: dense over 4, experts over 2:  4 x 1.5 + 12 x 1 = 18 ms
+//   ep 4: experts over 1 rank (each rank holds the only copy of its experts): 4 x 1.5 = 6 ms.
+TEST(Simulator, RoutedExpertGradientsReduceOverTheExpertDataParallelGroup) {
+  Fixture f;
+  f.model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
+  ModelCosts c = synthetic(4, ms(1), ms(1), ms(1), 1'000'000);
+  for (LayerCost& l : c.layer) l.expert_params = 750'000;
+  Plan plan;
+  plan.dp = 4;
+  plan.gbs = 4;
+  plan.overlap_grad_reduce = false;
+  const RingComm comm(plan);
+  StepOptions o;
+  o.trace_stages = {0};
+  for (const auto& [ep, dp_ms, expert_events] : {std::tuple{1, 24.0, 1}, std::tuple{2, 18.0, 1}, std::tuple{4, 6.0, 0}}) {
+    plan.ep = ep;
+    const StepResult r = simulate_step(f.model, plan, c, f.cm, comm, o);
+    EXPECT_NEAR(r.breakdown[static_cast<size_t>(TimeCategory::kDp)].to_seconds(), dp_ms * 1e-3, 1e-12) << "ep " << ep;
+    int experts = 0;
+    for (const TraceEvent& e : r.trace) experts += e.name.rfind("expert all-reduce 12.0 MB", 0) == 0 ? 1 : 0;
+    EXPECT_EQ(experts, expert_events) << "ep " << ep;
+  }
 }
 
 // ZeRO-1 with the parameter all-gather overlapped (Megatron-Core's overlap_param_gather): the gathers
