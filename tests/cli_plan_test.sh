@@ -34,6 +34,15 @@ PY
 then pass=$((pass+1)); else echo "FAIL plan on a topology"; fail=$((fail+1)); fi
 expect flow-table 0 "top 2 plans by tokens/s per GPU on the topology \(flow-level\)" -- "${flow16[@]}" --comm-model flow
 expect flow-bad 2 "--comm-model: unknown communication model 'flw'" -- "${flow16[@]}" --comm-model flw
+# --etp: the expert TP sizes searched (SearchSpace::expert_tps), recorded in the space; bad items refused.
+expect etp-list-bad 2 "--etp: expected a comma-separated list of sizes >= 1 or 'tp', found '0'" -- plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --etp 0
+expect etp-list-word 2 "--etp: expected a comma-separated list of sizes >= 1 or 'tp', found 'one'" -- plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --etp one,tp
+if "$bin" --json plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --top 3 --etp 1,tp --quiet | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["space"]["expert_tps"] == [1, "tp"], d["space"]["expert_tps"]
+assert d["bound_violations"] == 0 and all("etp" in p["plan"] for p in d["top"])
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL plan etp space"; fail=$((fail+1)); fi
 expect flow-rerank-alone 2 "--flow-rerank: applies to --comm-model flow" -- "${flow16[@]}" --flow-rerank 9
 expect flow-rerank-few 2 "--flow-rerank: expected at least --top \(2\) plans to re-simulate, found 1" -- "${flow16[@]}" --comm-model flow --flow-rerank 1
 expect flow-rerank-line 0 "its best 9 plans re-simulated on the topology" -- "${flow16[@]}" --comm-model flow --flow-rerank 9

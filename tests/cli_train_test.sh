@@ -421,10 +421,29 @@ assert a["time"]["ep"] > d["time"]["ep"] > one["time"]["ep"] > 0
 assert a["plan"]["grad_bytes"] == 4 and a["plan"]["capacity_factor"] == 0 and a["plan"]["load_imbalance"] == 1
 PY
 then pass=$((pass+1)); else echo "FAIL moe dispatcher json"; fail=$((fail+1)); fi
-expect moe-summary 0 "MoE +top-8 of 128 experts, ep 8, deepep dispatcher \(5.34 copies per token\), dropless" -- "${moe[@]}" --moe-dispatcher deepep
+expect moe-summary 0 "MoE +top-8 of 128 experts, ep 8, edp 1, deepep dispatcher \(5.34 copies per token\), dropless" -- "${moe[@]}" --moe-dispatcher deepep
 expect moe-dispatcher-bad 2 "--moe-dispatcher: unknown MoE token dispatcher 'deeep'; did you mean 'deepep'" -- "${moe[@]}" --moe-dispatcher deeep
 expect moe-ranks-alltoall 2 "moe_ranks_per_token: MoE ranks per token applies to the deepep dispatcher" -- "${moe[@]}" --moe-ranks-per-token 1
 expect moe-ranks-range 2 "must be in \[1, min\(top_k, ep\)\] = \[1, 8\]" -- "${moe[@]}" --moe-dispatcher deepep --moe-ranks-per-token 9
+# Expert TP (--etp, Megatron-Core's --expert-tensor-parallel-size): Qwen3-30B-A3B on 16 GPUs, tp 2 with
+# SP, ep 8. At etp 1 a rank holds its experts whole (twice the expert parameters of etp 2: more memory),
+# the EP ranks sit 1 apart (all 8 in one machine, so the all-to-alls stay on NVLink: less EP time) and
+# the expert-data-parallel group is 16 / 8 = 2 ranks a machine apart (edp 2).
+etp=(train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --tp 2 --sp yes --ep 8 --dp 8 --seq 4096 --gbs 64 --dp-sharding distopt)
+if python3 - "$bin" "${etp[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+tp, one = run(), run("--etp", "1")
+assert tp["plan"]["etp"] == 2 and one["plan"]["etp"] == 1
+assert one["memory"]["weights"] > tp["memory"]["weights"]
+assert one["time"]["ep"] < tp["time"]["ep"]
+PY
+then pass=$((pass+1)); else echo "FAIL etp json"; fail=$((fail+1)); fi
+expect etp-summary 0 "MoE +top-8 of 128 experts, ep 8, edp 2, etp 1, alltoall" -- "${etp[@]}" --etp 1
+expect etp-no-sp 2 "etp: etp=1 below tp=2 needs sequence parallelism" -- "${etp[@]}" --etp 1 --sp no
+expect etp-divides 2 "etp: etp=3 does not divide tp=2" -- "${etp[@]}" --etp 3
+expect etp-dense 2 "etp: etp=1 needs an MoE model \(llama3-8b is dense\)" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --tp 2 --sp yes --etp 1 --gbs 8
 expect plan-moe-ranks-alltoall 2 "--moe-ranks-per-token: applies to --moe-dispatcher deepep" -- plan train --model mixtral-8x7b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 8 --moe-ranks-per-token 1
 
 # fp8 (docs/training.md, "fp8"): the attention core stays bf16 unless --fp8-attention yes, which the

@@ -5,6 +5,7 @@
 //
 // Other planners (e.g. `plan serve`) add their subcommand from their own file through plan_group().
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -69,6 +70,7 @@ struct PlanTrainArgs {
   std::string fp8_attention = "no";
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
+  std::string etps = "tp";  // --etp
   bool exhaustive = false;
   std::string candidates_csv;
 };
@@ -148,6 +150,21 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   s.activation_offload = offload == "activations" || offload == "both";
   s.optimizer_offload = offload == "optimizer" || offload == "both";
   s.moe_dispatchers = parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
+  s.expert_tps.clear();
+  for (const std::string& item : split_list(a.etps)) {
+    int64_t etp = 0;  // "tp": each plan's own
+    if (to_lower(item) != "tp") {
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), etp);
+      if (ec != std::errc() || end != item.data() + item.size() || etp < 1 || etp > tr::kMaxDegree) {
+        throw InputError(kCl.with_key("--etp"),
+                         fmt::format("expected a comma-separated list of sizes >= 1 or 'tp', found '{}'", item));
+      }
+    }
+    if (std::find(s.expert_tps.begin(), s.expert_tps.end(), etp) == s.expert_tps.end()) s.expert_tps.push_back(etp);
+  }
+  if (s.expert_tps.empty()) {
+    throw InputError(kCl.with_key("--etp"), fmt::format("expected a comma-separated list, found '{}'", a.etps));
+  }
   return s;
 }
 
@@ -253,7 +270,8 @@ Json space_json(const tr::SearchSpace& s) {
               {"unsharding", s.unshard},
               {"partial_recompute", s.partial_recompute},
               {"activation_offload", s.activation_offload},
-              {"optimizer_offload", s.optimizer_offload}};
+              {"optimizer_offload", s.optimizer_offload},
+              {"expert_tps", names(s.expert_tps, [](int64_t e) { return e > 0 ? Json(e) : Json("tp"); })}};
 }
 
 // " (K of them ...)": the budget-filling variants among the enumerated plans.
@@ -579,6 +597,10 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
       ->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
   c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();
+  c->add_option("--etp", a->etps,
+                "MoE expert tensor-parallel sizes to search, comma-separated: tp (the plan's own) or sizes dividing tp, "
+                "which need SP (Megatron-Core's --expert-tensor-parallel-size; e.g. 1,tp)")
+      ->capture_default_str();
   c->add_option("--moe-dispatcher", a->moe_dispatcher,
                 "MoE token exchange: alltoall (Megatron-Core: top_k copies per token) | deepep (one copy per EP rank reached); "
                 "a comma-separated list searches each")

@@ -38,7 +38,7 @@ struct TrainArgs {
   std::string gpu, node, nic_bandwidth = "400 Gb/s";
   KernelArgs kernels;  // --power-limit, --attention-kernel, --fusion
   int64_t gpus = 0;
-  int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, vp = 1, mbs = 1, gbs = 0;
+  int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, vp = 1, mbs = 1, gbs = 0;
   int64_t first_stage_layers = 0, last_stage_layers = 0;
   std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes", fp8_attention = "no";
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
@@ -112,6 +112,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.pp = a.pp;
   p.cp = a.cp;
   p.ep = a.ep;
+  p.etp = a.etp;
   p.vp = a.vp;
   p.first_stage_layers = a.first_stage_layers;
   p.last_stage_layers = a.last_stage_layers;
@@ -598,6 +599,10 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--dp", a->dp, "data-parallel degree (default gpus / (tp pp cp))");
   c->add_option("--cp", a->cp, "context-parallel degree")->capture_default_str();
   c->add_option("--ep", a->ep, "expert-parallel degree (within dp x cp)")->capture_default_str();
+  c->add_option("--etp", a->etp,
+                "expert tensor parallelism: the routed experts split over this many of each TP group's ranks (Megatron-Core's "
+                "--expert-tensor-parallel-size; 0 = tp; below tp needs --sp yes)")
+      ->capture_default_str();
   c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved)")->capture_default_str();
   c->add_option("--first-stage-layers", a->first_stage_layers,
                 "uneven pipeline: layers on the first stage, with --vp its first model chunk (0 = the other chunks' share)")

@@ -319,7 +319,11 @@ std::string moe_routing(const model::ModelSpec& m, const train::Plan& p, bool pe
     copies = fmt::format(" ({:g} EP ranks per token)", p.moe_ranks_per_token);
   }
   return fmt::format("top-{} of {} experts{}, {} dispatcher{}, {}, load imbalance {:g}", m.moe.top_k, m.moe.num_experts,
-                     per_plan ? fmt::format(", ep {}", p.ep) : std::string(), dispatcher,
+                     per_plan ? fmt::format(", ep {}, edp {}{}", p.ep,
+                                            p.tp * p.dp * p.cp / std::max<int64_t>(1, p.expert_tp() * p.ep),
+                                            p.expert_tp() != p.tp ? fmt::format(", etp {}", p.expert_tp()) : std::string())
+                              : std::string(),
+                     dispatcher,
                      copies, p.capacity_factor > 0 ? fmt::format("capacity factor {:g}", p.capacity_factor) : "dropless",
                      p.load_imbalance);
 }
@@ -354,9 +358,11 @@ std::vector<std::string> plan_header(PlanColumns columns) {
 std::vector<std::string> plan_cells(const train::Plan& p, PlanColumns columns) {
   const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
                                            : std::to_string(p.pp);
-  // "8 deepep": expert parallelism whose tokens go through DeepEP (the default all-to-all unmarked).
-  const std::string ep = p.ep > 1 && p.moe_dispatcher == train::MoeDispatcher::kDeepEp ? fmt::format("{} deepep", p.ep)
-                                                                                       : std::to_string(p.ep);
+  // "8 deepep": expert parallelism whose tokens go through DeepEP (the default all-to-all unmarked);
+  // "8 etp1": the experts split over 1 rank where the dense matrices split over tp (Plan::etp).
+  std::string ep = p.ep > 1 && p.moe_dispatcher == train::MoeDispatcher::kDeepEp ? fmt::format("{} deepep", p.ep)
+                                                                                 : std::to_string(p.ep);
+  if (p.expert_tp() != p.tp) ep += fmt::format(" etp{}", p.expert_tp());
   std::vector<std::string> cells = {std::to_string(p.tp),  pp,                   std::to_string(p.cp), ep,
                                     std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
                                     sharding_label(p),     recompute_label(p),  p.sp ? "yes" : "no"};
@@ -371,6 +377,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"pp", p.pp},
                   {"cp", p.cp},
                   {"ep", p.ep},
+                  {"etp", p.expert_tp()},
                   {"vp", p.vp},
                   {"first_stage_layers", p.first_stage_layers},
                   {"last_stage_layers", p.last_stage_layers},

@@ -209,12 +209,17 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     if (op.gemm.count == 0) return;
     compute::GemmShape g{op.gemm.m, op.gemm.n, op.gemm.k, op.gemm.count};
     const bool experts = starts_with(op.name, "moe.experts.");
-    if (experts && x.p.ep > 1) {
+    // Routed experts: a rank holds E / ep of them and receives the tokens of its EP group's ranks for
+    // them, all-gathered over its etp ranks: at etp = tp the rows of ep ranks' full sequences, at etp
+    // < tp (each rank's sequence-parallel share dispatched alone) etp / tp of that; their matrices split
+    // over etp ranks (Plan::etp).
+    const int64_t split = experts ? x.p.expert_tp() : tp;
+    if (experts) {
       g.count = op.gemm.count / x.p.ep;
-      g.m = op.gemm.m * d(x.p.ep);
+      g.m = op.gemm.m * d(x.p.ep) * d(split) / d(tp);
     }
-    if (sh == Shard::kColumn) g.n = std::max<int64_t>(1, g.n / tp);
-    if (sh == Shard::kRow) g.k = std::max<int64_t>(1, g.k / tp);
+    if (sh == Shard::kColumn) g.n = std::max<int64_t>(1, g.n / split);
+    if (sh == Shard::kRow) g.k = std::max<int64_t>(1, g.k / split);
     const hw::DType gdt = fp8 ? hw::DType::kFp8 : x.p.activation_dtype();
     const Time f = x.cm.gemm(g, gdt);
     const Time dgrad = x.cm.gemm(compute::GemmShape{g.m, g.k, g.n, g.count}, gdt);
@@ -425,19 +430,27 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   out.layer.resize(static_cast<size_t>(m.layers));
 
   // Per-layer communication inside the layer.
-  const Time tp_pass = p.sp ? (comm.collective(coll::Op::kAllGather, out.layer_input, Group::kTp) +
-                               comm.collective(coll::Op::kReduceScatter, out.layer_input, Group::kTp)) *
-                                  2
-                            : comm.collective(coll::Op::kAllReduce, out.layer_input, Group::kTp) * 2;
+  // Each half of a layer (attention, MLP) gathers and scatters the layer input with SP, or all-reduces
+  // it without.
+  const Time tp_half = p.sp ? comm.collective(coll::Op::kAllGather, out.layer_input, Group::kTp) +
+                                  comm.collective(coll::Op::kReduceScatter, out.layer_input, Group::kTp)
+                            : comm.collective(coll::Op::kAllReduce, out.layer_input, Group::kTp);
+  const Time tp_pass_dense = tp_half * 2;
+  const Bytes moe_gathered = Bytes::from_double(out.layer_input.to_double() * d(p.expert_tp()) / tp);
+  const Time moe_tp_half = comm.collective(coll::Op::kAllGather, moe_gathered, Group::kEtp) +
+                           comm.collective(coll::Op::kReduceScatter, moe_gathered, Group::kEtp);
   const Bytes kv_step = Bytes::from_double(d(shape.tokens()) * d(m.k_width() + m.v_width()) * dtb / tp);
 
   for (const model::LayerGroup& g : inv.groups) {
     const int64_t first = g.layer_indices.front();
     LayerCost c = cost_of(x, g.ops, m.is_sliding_layer(first) ? m.sliding_window : 0);
     const model::LayerParams lp = m.layer_params(g.layer_indices.front());
-    // Parameters on one rank: TP splits the matrices (norms replicated), EP splits the routed experts.
-    c.expert_params = lp.routed_experts / (p.tp * p.ep);
+    // Parameters on one rank: TP splits the matrices (norms replicated), EP and ETP the routed experts.
+    c.expert_params = lp.routed_experts / (p.expert_tp() * p.ep);
     c.params = (lp.total() - lp.routed_experts - lp.norms) / p.tp + lp.norms + c.expert_params;
+    // An MoE layer's MLP half gathers and scatters its tokens over the expert TP ranks: etp / tp of the
+    // layer input on etp ranks (at etp = tp the dense half; none at etp = 1).
+    const Time tp_pass = m.is_moe_layer(first) && p.expert_tp() != p.tp ? tp_half + moe_tp_half : tp_pass_dense;
     c.tp_fwd = p.tp_comm_overlap ? Time::zero() : tp_pass;
     c.tp_bwd = c.tp_fwd;
     if (p.tp_comm_overlap && p.sp && p.tp > 1 && c.te_pairs == 4) {

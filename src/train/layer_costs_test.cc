@@ -111,6 +111,54 @@ TEST(LayerCosts, ExpertAllToAllsMoveTheDispatchersCopies) {
   EXPECT_EQ(model_costs(m, p, cm, comm).layer[0].ep_bwd.picoseconds(), 4'194'304);
 }
 
+// A collective's time is its bytes at 1 B/ps on a group of two or more ranks, zero on one (as
+// CommModel's contract has it).
+class GroupBytesComm final : public CommModel {
+ public:
+  explicit GroupBytesComm(const Plan& p) : p_(p) {}
+  Time collective(coll::Op, Bytes b, Group g) const override { return Time::ps(group_size(p_, g) > 1 ? b.count() : 0); }
+  Time p2p(Bytes) const override { return Time::zero(); }
+
+ private:
+  const Plan& p_;
+};
+
+// Expert tensor parallelism (Plan::etp) on the Mixtral-like layer (8 experts of f = 4096, top-2, h =
+// 1024), tp 4 with SP, ep 2, T = 1024 tokens (layer input T h 2 B = 2,097,152 B):
+// - a rank holds the routed experts over etp x ep: E_r / 8 at etp 4, E_r / 2 at etp 1;
+// - its expert FLOPs do not change: (E / ep) experts x (rows m ep etp / tp) x (f / etp) columns;
+// - the TP time: the attention half gathers and scatters the layer input over the 4 TP ranks, the MoE
+//   half etp / tp of it over the etp ranks: etp 4: 2 x (2 + 2) x 2,097,152 / 2 = 8,388,608 ps; etp 2:
+//   4,194,304 + 2 x 1,048,576 = 6,291,456; etp 1: 4,194,304 (nothing to gather over one rank);
+// - the all-to-alls move each rank's own tokens either way: 2 x (T / tp) x 2 copies x h x 2 B.
+TEST(LayerCosts, ExpertTensorParallelismSplitsTheExpertsOverEtpRanks) {
+  const model::ModelSpec m = testing::small_moe(2, 1024);
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  Plan p;
+  p.tp = 4;
+  p.sp = true;
+  p.dp = 2;
+  p.ep = 2;
+  p.seq = 1024;
+  p.gbs = 2;
+  const GroupBytesComm comm(p);
+  const int64_t routed = m.layer_params(0).routed_experts;
+  const ModelCosts full = model_costs(m, p, cm, comm);
+  EXPECT_EQ(full.layer[0].expert_params, routed / 8);
+  EXPECT_EQ(full.layer[0].tp_fwd.picoseconds(), 8'388'608);
+  for (const auto& [etp, tp_ps] : {std::pair<int64_t, int64_t>{2, 6'291'456}, {1, 4'194'304}}) {
+    p.etp = etp;
+    const ModelCosts c = model_costs(m, p, cm, comm);
+    EXPECT_EQ(c.layer[0].expert_params, routed / (etp * 2)) << "etp " << etp;
+    EXPECT_EQ(c.layer[0].tp_fwd.picoseconds(), tp_ps) << "etp " << etp;
+    EXPECT_NEAR(c.layer[0].fwd_flops.count(), full.layer[0].fwd_flops.count(), 1e-9 * full.layer[0].fwd_flops.count())
+        << "etp " << etp;
+    EXPECT_EQ(c.layer[0].ep_fwd, full.layer[0].ep_fwd) << "etp " << etp;
+    EXPECT_EQ(c.layer[0].ep_fwd.picoseconds(), 2 * 1024 / 4 * 2 * 1024 * 2);
+  }
+}
+
 // A catalog GPU (the fp8 tests need its fp8 peak, SM count and architecture's calibration).
 const hw::GpuSpec& catalog_gpu(const std::string& name) {
   static const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});

@@ -50,6 +50,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
   for (Group g : {Group::kTp, Group::kCp, Group::kDp, Group::kEp, Group::kPp}) groups += group_size(p, g) > 1 ? 1 : 0;
   // With EP the experts' gradients reduce over a communicator of their own (the expert-data-parallel group).
   if (p.ep > 1 && group_size(p, Group::kEdpShard) > 1) ++groups;
+  if (p.expert_tp() > 1 && p.expert_tp() != p.tp) ++groups;  // and the expert TP ranks, when not a TP group
   r.stages.reserve(static_cast<size_t>(p.pp));
   for (int64_t s = 0; s < p.pp; ++s) {
     StageMemory st;

@@ -158,7 +158,8 @@ int64_t Plan::shard_size() const {
 }
 
 int64_t Plan::expert_shard_size() const {
-  return std::max<int64_t>(1, shard_size() / std::max<int64_t>(1, ep));
+  if (sharding == Sharding::kNone) return 1;
+  return std::max<int64_t>(1, shard_size() * tp / std::max<int64_t>(1, expert_tp() * ep));
 }
 
 double Plan::local_optimizer_params(int64_t params, int64_t expert_params) const {
@@ -177,6 +178,7 @@ std::string_view group_name(Group g) {
     case Group::kDpReplica: return "dp-replica";
     case Group::kEdpShard: return "edp-shard";
     case Group::kEdpReplica: return "edp-replica";
+    case Group::kEtp: return "etp";
   }
   return "?";
 }
@@ -191,9 +193,11 @@ int64_t group_size(const Plan& p, Group g) {
     case Group::kDpShard: return p.sharding == Sharding::kNone ? p.dp * p.cp : p.shard_size();
     case Group::kDpReplica: return p.sharding == Sharding::kNone || p.shard_group <= 0 ? 1 : p.dp / p.shard_group;
     case Group::kEdpShard:
-      return p.sharding == Sharding::kNone ? std::max<int64_t>(1, p.dp * p.cp / std::max<int64_t>(1, p.ep))
-                                           : p.expert_shard_size();
+      return p.sharding == Sharding::kNone
+                 ? std::max<int64_t>(1, p.tp * p.dp * p.cp / std::max<int64_t>(1, p.expert_tp() * p.ep))
+                 : p.expert_shard_size();
     case Group::kEdpReplica: return group_size(p, Group::kDpReplica);
+    case Group::kEtp: return p.expert_tp();
   }
   return 1;
 }
@@ -202,13 +206,14 @@ int64_t group_stride(const Plan& p, Group g) {
   switch (g) {
     case Group::kTp: return 1;
     case Group::kCp: return p.tp;
-    case Group::kEp: return p.tp;  // the expert grid's ep ranks follow its tp ranks (cp folded in)
+    case Group::kEp: return p.expert_tp();  // the expert grid's ep ranks follow its etp ranks (cp folded in)
     case Group::kDp: return p.tp;         // with the cp ranks, which hold the same parameters
     case Group::kPp: return p.tp * p.cp * p.dp;
     case Group::kDpShard: return p.tp;
     case Group::kDpReplica: return p.tp * p.cp * (p.sharding == Sharding::kNone || p.shard_group <= 0 ? p.dp : p.shard_group);
-    case Group::kEdpShard: return p.tp * p.ep;
+    case Group::kEdpShard: return p.expert_tp() * p.ep;
     case Group::kEdpReplica: return group_stride(p, Group::kDpReplica);
+    case Group::kEtp: return 1;
   }
   return 1;
 }
@@ -269,7 +274,8 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   // Upper limits first, so that the products below (dp*mbs, dp*tp*pp*cp, ...) stay inside int64.
   for (const auto& [name, v, most] :
        {std::tuple<const char*, int64_t, int64_t>{"dp", p.dp, kMaxDegree}, {"tp", p.tp, kMaxDegree}, {"pp", p.pp, kMaxDegree},
-        {"cp", p.cp, kMaxDegree}, {"ep", p.ep, kMaxDegree}, {"vp", p.vp, kMaxDegree}, {"mbs", p.mbs, kMaxBatch},
+        {"cp", p.cp, kMaxDegree}, {"ep", p.ep, kMaxDegree}, {"etp", p.etp, kMaxDegree}, {"vp", p.vp, kMaxDegree},
+        {"mbs", p.mbs, kMaxBatch},
         {"gbs", p.gbs, kMaxBatch}, {"seq", p.seq, kMaxSeq}}) {
     if (v > most) add(name, fmt::format("{}={} exceeds the largest supported value, {}", name, v, most));
   }
@@ -285,8 +291,9 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     add("tp_kv_heads", fmt::format("tp={} and kv_heads={}: neither divides the other", p.tp, m.kv_heads));
   }
   if (m.ffn > 0 && m.ffn % p.tp != 0) add("tp_ffn", fmt::format("tp={} does not divide ffn={}", p.tp, m.ffn));
-  if (m.is_moe() && m.moe.expert_ffn % p.tp != 0) {
-    add("tp_ffn", fmt::format("tp={} does not divide the expert ffn={}", p.tp, m.moe.expert_ffn));
+  if (m.is_moe() && p.expert_tp() > 0 && m.moe.expert_ffn % p.expert_tp() != 0) {
+    add("tp_ffn", fmt::format("{}={} does not divide the expert ffn={}", p.etp > 0 ? "etp" : "tp", p.expert_tp(),
+                              m.moe.expert_ffn));
   }
   if (p.uneven_stages()) {
     if (p.first_stage_layers < 0 || p.last_stage_layers < 0) {
@@ -333,7 +340,25 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     } else if (m.moe.num_experts % p.ep != 0) {
       add("ep", fmt::format("ep={} does not divide experts={}", p.ep, m.moe.num_experts));
     }
-    if ((p.dp * p.cp) % p.ep != 0) add("ep", fmt::format("ep={} does not divide dp*cp={}", p.ep, p.dp * p.cp));
+    // Megatron-Core's expert grid: etp x ep x edp x pp ranks, so etp x ep divides tp x dp x cp.
+    const bool etp_divides = p.etp <= 0 || p.tp % p.etp == 0;  // else the etp key says why
+    if (etp_divides && (p.tp * p.dp * p.cp) % (p.expert_tp() * p.ep) != 0) {
+      add("ep", p.etp > 0 && p.etp != p.tp
+                    ? fmt::format("etp*ep={}*{} does not divide tp*dp*cp={}", p.expert_tp(), p.ep, p.tp * p.dp * p.cp)
+                    : fmt::format("ep={} does not divide dp*cp={}", p.ep, p.dp * p.cp));
+    }
+  }
+  if (p.etp < 0) {
+    add("etp", fmt::format("etp={} must be at least 1 (0: tp)", p.etp));
+  } else if (p.etp > 0 && p.etp != p.tp) {
+    if (!m.is_moe()) {
+      add("etp", fmt::format("etp={} needs an MoE model ({} is dense)", p.etp, m.name));
+    } else if (p.tp % p.etp != 0) {
+      add("etp", fmt::format("etp={} does not divide tp={} (the expert TP ranks are the first of each TP group)", p.etp, p.tp));
+    } else if (!p.sp) {
+      add("etp", fmt::format("etp={} below tp={} needs sequence parallelism (each rank dispatches its own tokens)", p.etp,
+                             p.tp));
+    }
   }
   if (p.shard_group > 0) {
     if (p.dp % p.shard_group != 0) {
@@ -344,9 +369,14 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     }
     // EP takes its ranks from one shard group (torchtitan's dp_shard x cp mesh; Megatron-Core's expert
     // shards): the expert shard group is that group's ranks over ep.
-    if (p.sharding != Sharding::kNone && p.ep > 1 && p.dp % p.shard_group == 0 && (p.shard_group * p.cp) % p.ep != 0) {
-      add("shard", fmt::format("ep={} does not divide the shard group x cp={}x{}={} (EP lies inside a shard group)", p.ep,
-                               p.shard_group, p.cp, p.shard_group * p.cp));
+    if (p.sharding != Sharding::kNone && p.ep > 1 && p.dp % p.shard_group == 0 && (p.etp <= 0 || p.tp % p.etp == 0) &&
+        (p.shard_group * p.cp * p.tp) % (p.expert_tp() * p.ep) != 0) {
+      add("shard", p.etp > 0 && p.etp != p.tp
+                       ? fmt::format("etp*ep={}*{} does not divide the shard group x cp x tp={}x{}x{} (EP lies inside a "
+                                     "shard group)",
+                                     p.expert_tp(), p.ep, p.shard_group, p.cp, p.tp)
+                       : fmt::format("ep={} does not divide the shard group x cp={}x{}={} (EP lies inside a shard group)",
+                                     p.ep, p.shard_group, p.cp, p.shard_group * p.cp));
     }
   }
   if (p.recompute_layers < -1) {

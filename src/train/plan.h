@@ -111,6 +111,11 @@ struct Plan {
   int64_t pp = 1;
   int64_t cp = 1;
   int64_t ep = 1;
+  // Expert tensor parallelism (Megatron-Core's --expert-tensor-parallel-size): the routed experts'
+  // matrices split over etp ranks, the first etp of each TP group; 0 = tp. Below tp the MoE layer takes
+  // each rank's sequence-parallel tokens (SP required) and all-gathers them over the etp ranks only, so
+  // an expert GEMM has etp / tp of the rows it has at etp = tp and tp / etp times the columns.
+  int64_t etp = 0;
   int64_t vp = 1;  // virtual stages per pipeline rank (interleaved schedule)
   // Uneven pipeline stages: layers on the first / last model chunk (vp = 1: the first / last pipeline
   // stage; vp > 1: virtual stage 0 of rank 0 and virtual stage vp-1 of rank pp-1, as Megatron-Core's
@@ -187,6 +192,7 @@ struct Plan {
   bool tp_comm_overlap = false;       // TP collectives overlapped with the GEMMs (userbuffers)
 
   int64_t gpus() const { return dp * tp * pp * cp; }
+  int64_t expert_tp() const { return etp > 0 ? etp : tp; }
   // Copies of each token an EP all-to-all moves for a model with `experts` routed experts, top_k of
   // them per token: top_k under kAllToAll; under kDeepEp moe_ranks_per_token, or when 0 the expected
   // number of distinct EP ranks among top_k distinct experts drawn uniformly, the experts spread evenly
@@ -195,8 +201,8 @@ struct Plan {
   int64_t microbatches() const { return dp * mbs > 0 ? gbs / (dp * mbs) : 0; }
   int64_t shard_size() const;  // ranks one parameter/gradient/optimizer shard spans: (shard_group or dp) x cp; 1 unsharded
   // The same for routed experts' parameters: their replicas are the expert-data-parallel group, the
-  // shard group's ranks over ep (Megatron-Core's expert_data_parallel group: dp x cp / ep ranks hold
-  // each expert shard), at least 1; 1 unsharded.
+  // shard group's ranks times tp over etp x ep (Megatron-Core's expert_data_parallel group: tp x dp x cp
+  // / (etp x ep) ranks hold each expert shard; dp x cp / ep at etp = tp), at least 1; 1 unsharded.
   int64_t expert_shard_size() const;
   // Parameters whose optimizer states and step a rank holds: `params` of which `expert_params` are
   // routed experts' (sharded over expert_shard_size), the rest over shard_size.
@@ -280,7 +286,9 @@ void require_valid_plan(const model::ModelSpec& model, const Plan& plan, int64_t
 // folded into EP and EDP): kEp is ep ranks tp apart; kEdpShard the ranks that share one expert shard
 // (or, unsharded, reduce expert gradients), tp x ep apart: shard_size / ep, or dp x cp / ep unsharded;
 // kEdpReplica the HSDP replicas of an expert shard (the dense replicas: EP lies inside a shard group).
-enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica, kEdpShard, kEdpReplica };
+// kEtp: the expert tensor-parallel ranks (Plan::expert_tp(), the first of each TP group, 1 apart), and
+// with etp < tp the EP ranks are etp apart and the EDP ones etp x ep.
+enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica, kEdpShard, kEdpReplica, kEtp };
 std::string_view group_name(Group g);
 int64_t group_size(const Plan& plan, Group g);
 int64_t group_stride(const Plan& plan, Group g);

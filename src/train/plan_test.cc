@@ -280,6 +280,38 @@ TEST(Plan, HsdpShardGroupMustHoldTheEpRanks) {
   EXPECT_FALSE(has_key(validate_plan(m, p, 8, gpu), "shard"));
 }
 
+// Expert TP (Plan::etp): an MoE model's, dividing tp (the first etp ranks of each TP group), below tp
+// with SP, and etp x ep dividing tp x dp x cp (Megatron-Core's expert grid of etp x ep x edp x pp).
+TEST(Plan, ExpertTensorParallelismIsCheckedAgainstTpSpAndTheGrid) {
+  const model::ModelSpec moe = testing::small_moe(4, 2048);
+  const auto gpu = test_gpu();
+  Plan p;
+  p.tp = 4;
+  p.dp = 2;
+  p.ep = 2;
+  p.gbs = 2;
+  p.sp = true;
+  p.etp = 1;
+  EXPECT_TRUE(validate_plan(moe, p, 8, gpu).empty());
+  p.ep = 8;  // etp x ep = 8 divides tp x dp = 8 (ep borrows the TP ranks under etp 1)
+  EXPECT_TRUE(validate_plan(moe, p, 8, gpu).empty());
+  p.etp = 2;  // 2 x 8 = 16 does not divide 8
+  EXPECT_TRUE(has_key(validate_plan(moe, p, 8, gpu), "ep"));
+  p.ep = 2;
+  p.etp = 3;  // does not divide tp 4
+  EXPECT_TRUE(has_key(validate_plan(moe, p, 8, gpu), "etp"));
+  p.etp = 1;
+  p.sp = false;
+  EXPECT_TRUE(has_key(validate_plan(moe, p, 8, gpu), "etp"));
+  p.sp = true;
+  p.etp = -1;
+  EXPECT_TRUE(has_key(validate_plan(moe, p, 8, gpu), "etp"));
+  p.etp = 1;
+  EXPECT_TRUE(has_key(validate_plan(llama_8b(), p, 8, gpu), "etp"));  // dense
+  p.etp = 4;  // = tp: nothing to check beyond ep
+  EXPECT_FALSE(has_key(validate_plan(moe, p, 8, gpu), "etp"));
+}
+
 TEST(Plan, RequireValidPlanThrowsInputErrorWithTheKey) {
   Plan p;
   p.tp = 3;
@@ -402,6 +434,22 @@ TEST(Plan, ExpertGroupsFollowMegatronCoresExpertGrid) {
   EXPECT_EQ(group_size(p, Group::kEdpShard), 1);
   EXPECT_EQ(group_size(p, Group::kEdpReplica), 2);
   EXPECT_EQ(group_stride(p, Group::kEdpReplica), 32);
+  // Expert TP 1 (--expert-tensor-parallel-size 1) on the same 128 ranks: etp 1, ep 4, edp 128 / (1 x 4 x
+  // 2) = 16; EP ranks 1 apart, EDP ranks 4 apart; the expert shard of ZeRO-1 over all 16.
+  p.sharding = Sharding::kNone;
+  p.shard_group = 0;
+  p.etp = 1;
+  EXPECT_EQ(group_size(p, Group::kEtp), 1);
+  EXPECT_EQ(group_stride(p, Group::kEp), 1);
+  EXPECT_EQ(group_size(p, Group::kEdpShard), 16);
+  EXPECT_EQ(group_stride(p, Group::kEdpShard), 4);
+  p.sharding = Sharding::kZero1;
+  EXPECT_EQ(p.expert_shard_size(), 16);
+  p.etp = 2;  // etp 2: edp 8, EP ranks 2 apart, EDP ranks 8 apart
+  EXPECT_EQ(group_size(p, Group::kEtp), 2);
+  EXPECT_EQ(group_stride(p, Group::kEp), 2);
+  EXPECT_EQ(p.expert_shard_size(), 8);
+  EXPECT_EQ(group_stride(p, Group::kEdpShard), 8);
   // Dense: no experts, EDP is the DP group (dp x cp, tp apart).
   p = Plan{};
   p.tp = 2;

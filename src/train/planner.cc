@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -172,11 +173,21 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
         if (cp > 1 && o.seq % (2 * cp) != 0) continue;
         if (o.gpus % (tp * pp * cp) != 0) continue;  // no integer dp
         const int64_t dp = o.gpus / (tp * pp * cp);
-        std::vector<int64_t> eps = {1};
+        // (etp, ep): the expert TP sizes listed that divide tp (0: tp's own), each with the EP degrees
+        // its expert grid allows.
+        std::vector<std::pair<int64_t, int64_t>> expert_grids = {{0, 1}};
         if (model.is_moe()) {
-          eps.clear();
-          for (int64_t ep : divisors(model.moe.num_experts, sp.max_ep)) {
-            if ((dp * cp) % ep == 0) eps.push_back(ep);
+          expert_grids.clear();
+          std::vector<int64_t> etps;
+          for (int64_t e : sp.expert_tps) {
+            const int64_t etp = e >= tp ? 0 : e;  // at or above tp: the plan's tp
+            if (etp < 0 || (etp > 0 && tp % etp != 0)) continue;
+            if (std::find(etps.begin(), etps.end(), etp) == etps.end()) etps.push_back(etp);
+          }
+          for (int64_t etp : etps) {
+            for (int64_t ep : divisors(model.moe.num_experts, sp.max_ep)) {
+              if ((tp * dp * cp) % ((etp > 0 ? etp : tp) * ep) == 0) expert_grids.emplace_back(etp, ep);
+            }
           }
         }
         std::vector<std::pair<Schedule, int64_t>> schedules;
@@ -215,27 +226,29 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
           if (sp.sp_on) sps.push_back(true);
           if (sp.sp_off) sps.push_back(false);
         }
-        // (ep, dispatcher): every listed dispatcher where tokens cross EP ranks.
-        std::vector<std::pair<int64_t, MoeDispatcher>> routings;
-        for (int64_t ep : eps) {
+        // (etp, ep, dispatcher): every listed dispatcher where tokens cross EP ranks.
+        std::vector<std::tuple<int64_t, int64_t, MoeDispatcher>> routings;
+        for (const auto& [etp, ep] : expert_grids) {
           if (ep == 1 || sp.moe_dispatchers.empty()) {
-            routings.emplace_back(ep, o.base.moe_dispatcher);
+            routings.emplace_back(etp, ep, o.base.moe_dispatcher);
           } else {
-            for (MoeDispatcher d : sp.moe_dispatchers) routings.emplace_back(ep, d);
+            for (MoeDispatcher d : sp.moe_dispatchers) routings.emplace_back(etp, ep, d);
           }
         }
-        for (const auto& [ep, dispatcher] : routings) {
+        for (const auto& [etp, ep, dispatcher] : routings) {
           for (const auto& [schedule, vp] : schedules) {
             for (int64_t mbs : mbss) {
               for (const auto& [sharding, group] : shardings) {
                 for (Recompute rc : sp.recomputes) {
                   for (bool seqpar : sps) {
+                    if (etp > 0 && !seqpar) continue;  // expert TP below tp needs SP
                     Plan p = o.base;
                     p.dp = dp;
                     p.tp = tp;
                     p.pp = pp;
                     p.cp = cp;
                     p.ep = ep;
+                    p.etp = etp;
                     p.moe_dispatcher = dispatcher;
                     if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
                     p.vp = vp;

@@ -70,7 +70,7 @@ struct SearchSpace {
   int64_t max_tp = 0;   // tp: divisors of heads up to this; 0 = the cluster's GPUs per node (at least 8 in a larger NVLink domain)
   int64_t max_pp = 0;   // pp: divisors of layers up to this; 0 = no limit
   int64_t max_cp = 8;   // cp: powers of two up to this with 2 cp dividing seq; 1 = no CP; 0 = no limit
-  int64_t max_ep = 0;   // ep (MoE): divisors of experts dividing dp*cp up to this; 0 = no limit
+  int64_t max_ep = 0;   // ep (MoE): divisors of experts dividing dp*cp (tp*dp*cp/etp) up to this; 0 = no limit
   int64_t max_vp = 0;   // interleaved: vp >= 2 dividing layers/pp up to this; 0 = no limit
   int64_t max_mbs = 0;  // mbs: powers of two dividing gbs/dp up to this; 0 = no limit
   std::vector<Schedule> schedules = {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kInterleaved,
@@ -113,6 +113,10 @@ struct SearchSpace {
   // plan's dispatcher only. Plans without expert parallelism keep the base's (nothing is exchanged). A
   // plan with kAllToAll drops the base's moe_ranks_per_token, which only deepep reads.
   std::vector<MoeDispatcher> moe_dispatchers;
+  // MoE plans: one plan per expert tensor-parallel size listed (Plan::etp; 0 = the plan's tp), each
+  // below tp only where it divides tp and with SP; ep then ranges over the divisors of the experts with
+  // etp x ep dividing tp x dp x cp. Default {0}: the experts split like the dense matrices.
+  std::vector<int64_t> expert_tps = {0};
   // Every plan in each precision listed (Plan::precision); empty: the base plan's only. fp8 plans keep
   // the base's fp8_attention, the others run their attention core in their own precision.
   std::vector<hw::DType> precisions;

@@ -38,6 +38,16 @@ struct Small {
   hw::GpuSpec gpu = test_gpu();
   ClusterSpec cluster = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(50e9));
   compute::ComputeModel cm{gpu};
+  // The same layers as a Mixtral-like MoE: 8 experts of 1024, top-2.
+  model::ModelSpec moe() const {
+    model::ModelSpec m = model;
+    m.family = model::Family::kMixtral;
+    m.moe.num_experts = 8;
+    m.moe.top_k = 2;
+    m.moe.expert_ffn = 1024;
+    m.validate();
+    return m;
+  }
   PlannerOptions options() const {
     PlannerOptions o;
     o.gpus = 8;
@@ -70,6 +80,35 @@ TEST(Planner, EnumeratesTheNineDegreeShapesOfEightGpus) {
       {1, 1, 8}, {1, 2, 4}, {1, 4, 2}, {2, 1, 4}, {2, 2, 2}, {2, 4, 1}, {4, 1, 2}, {4, 2, 1}, {8, 1, 1}};
   EXPECT_EQ(plans.size(), 9u);
   EXPECT_EQ(shapes, expected);
+}
+
+// Expert TP sizes (SearchSpace::expert_tps) on the nine shapes with an 8-expert model, SP on only:
+// each MoE plan takes etp = tp's own (0) or 1 where 1 < tp, and ep over the divisors of 8 with etp x ep
+// dividing tp x dp (Megatron-Core's expert grid). tp 1: etp 1 is tp's own, ep | dp; tp 2 (dp 4, pp 1):
+// with etp 2, ep in {1, 2, 4}; with etp 1, ep in {1, 2, 4, 8}. etp 1 without SP is never enumerated.
+TEST(Planner, ExpertTensorParallelSizesJoinTheExpertGrid) {
+  Small s;
+  const model::ModelSpec moe = s.moe();
+  PlannerOptions o = s.options();
+  o.space.schedules = {Schedule::kOneFOneB};
+  o.space.shardings = {Sharding::kNone};
+  o.space.hsdp = false;
+  o.space.recomputes = {Recompute::kNone};
+  o.space.max_mbs = 1;
+  o.space.expert_tps = {0, 1};
+  std::set<std::tuple<int64_t, int64_t, int64_t>> tp2;  // (etp, ep, sp) of tp 2, pp 1
+  for (const Plan& p : enumerate_plans(moe, s.cluster, o)) {
+    if (p.etp > 0) {
+      EXPECT_TRUE(p.sp) << "etp " << p.etp << " tp " << p.tp;
+      EXPECT_LT(p.etp, p.tp);
+      EXPECT_EQ(p.tp % p.etp, 0);
+    }
+    EXPECT_EQ((p.tp * p.dp * p.cp) % (p.expert_tp() * p.ep), 0);
+    if (p.tp == 2 && p.pp == 1) tp2.insert({p.expert_tp(), p.ep, p.sp ? 1 : 0});
+  }
+  const std::set<std::tuple<int64_t, int64_t, int64_t>> expected = {
+      {2, 1, 0}, {2, 2, 0}, {2, 4, 0}, {2, 1, 1}, {2, 2, 1}, {2, 4, 1}, {1, 1, 1}, {1, 2, 1}, {1, 4, 1}, {1, 8, 1}};
+  EXPECT_EQ(tp2, expected);
 }
 
 // The full default space (no CP) on the same shapes. Per shape: schedules S(pp): pp=1 -> 1 (1f1b: no
@@ -166,12 +205,7 @@ TEST(Planner, PruningByTheBoundChangesNoResult) {
 // offloaded (copies the bound leaves out): the bound holds for every plan, so pruning stays exact.
 TEST(Planner, PruningIsExactWithExpertAndContextParallelism) {
   Small s;
-  model::ModelSpec moe = s.model;
-  moe.family = model::Family::kMixtral;
-  moe.moe.num_experts = 8;
-  moe.moe.top_k = 2;
-  moe.moe.expert_ffn = 1024;
-  moe.validate();
+  const model::ModelSpec moe = s.moe();
   PlannerOptions o = s.options();
   o.space.max_cp = 4;
   o.space.recomputes = {Recompute::kNone, Recompute::kFull};
