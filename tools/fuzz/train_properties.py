@@ -24,6 +24,9 @@ plans that differ in one setting. Each relation below holds for every plan, with
   nic            a 400 Gb/s NIC gives a step no longer than a 200 Gb/s one
   straggler      --straggler 0:1.5 (stage 0 1.5x slower): the step is not shorter
   slow link      --slow-link 0:nic:3: the step is not shorter
+  expert tp      --etp 1 (MoE, tp > 1 with SP): the model FLOPs per step (TFLOP/s x step) do not change (the
+                 experts' GEMMs take etp / tp of the rows and tp / etp times the columns) and the weights
+                 are not smaller (each rank holds its experts whole)
 
 Relations that look as if they should hold but do not always, and why (reported with -v, not failures):
   --overlap-grad-reduce no can be faster: the overlapped DP reduction shares the NIC with EP all-to-alls
@@ -115,6 +118,9 @@ PAIRS = {
     'nic': (['--nic-bandwidth', '200 Gb/s'], ['--nic-bandwidth', '400 Gb/s'], lambda a, b: le(b['step_time_s'], a['step_time_s']), True),
     'straggler': ([], ['--straggler', '0:1.5'], lambda a, b: le(a['step_time_s'], b['step_time_s']), True),
     'slow link': ([], ['--slow-link', '0:nic:3'], lambda a, b: le(a['step_time_s'], b['step_time_s']), True),
+    'expert tp': ([], ['--etp', '1'],
+                  lambda a, b: abs(a['tflops_per_gpu'] * a['step_time_s'] - b['tflops_per_gpu'] * b['step_time_s'])
+                  <= 1e-9 * a['tflops_per_gpu'] * a['step_time_s'] and a['memory']['weights'] <= b['memory']['weights'], True),
     'overlap-grad-reduce no': ([], ['--overlap-grad-reduce', 'no'], lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
     'fsdp-prefetch 2': ([], ['--fsdp-prefetch', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
     'grad-bytes 2': ([], ['--grad-bytes', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
