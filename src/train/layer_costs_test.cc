@@ -130,7 +130,9 @@ class GroupBytesComm final : public CommModel {
 // - the TP time: the attention half gathers and scatters the layer input over the 4 TP ranks, the MoE
 //   half etp / tp of it over the etp ranks: etp 4: 2 x (2 + 2) x 2,097,152 / 2 = 8,388,608 ps; etp 2:
 //   4,194,304 + 2 x 1,048,576 = 6,291,456; etp 1: 4,194,304 (nothing to gather over one rank);
-// - the all-to-alls move each rank's own tokens either way: 2 x (T / tp) x 2 copies x h x 2 B.
+// - the all-to-alls move each rank's own tokens either way: 2 x (T / tp) x 2 copies x h x 2 B;
+// - the experts' up GEMM saves its input as gathered over the etp ranks: etp / tp of the 2 T routed rows
+//   at full width, 2 T h 2 B x etp / 4 = 4 MiB x etp / 4 (the rest of the layer saves the same).
 TEST(LayerCosts, ExpertTensorParallelismSplitsTheExpertsOverEtpRanks) {
   const model::ModelSpec m = testing::small_moe(2, 1024);
   const hw::GpuSpec gpu = test_gpu();
@@ -156,6 +158,7 @@ TEST(LayerCosts, ExpertTensorParallelismSplitsTheExpertsOverEtpRanks) {
         << "etp " << etp;
     EXPECT_EQ(c.layer[0].ep_fwd, full.layer[0].ep_fwd) << "etp " << etp;
     EXPECT_EQ(c.layer[0].ep_fwd.picoseconds(), 2 * 1024 / 4 * 2 * 1024 * 2);
+    EXPECT_EQ((full.layer[0].act_none - c.layer[0].act_none).count(), 2 * 1024 * 1024 * 2 * (4 - etp) / 4) << "etp " << etp;
   }
 }
 
