@@ -37,6 +37,7 @@ expect flow-bad 2 "--comm-model: unknown communication model 'flw'" -- "${flow16
 # --etp: the expert TP sizes searched (SearchSpace::expert_tps), recorded in the space; bad items refused.
 expect etp-list-bad 2 "--etp: expected a comma-separated list of sizes >= 1 or 'tp', found '0'" -- plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --etp 0
 expect etp-list-word 2 "--etp: expected a comma-separated list of sizes >= 1 or 'tp', found 'one'" -- plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --etp one,tp
+expect etp-header 0 "MoE: top-8 of 128 experts, .*, expert TP 1 or tp \(searched\)" -- plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --top 3 --etp 1,tp --quiet
 if "$bin" --json plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --top 3 --etp 1,tp --quiet | python3 -c '
 import json, sys
 d = json.load(sys.stdin)

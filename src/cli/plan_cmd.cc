@@ -494,7 +494,15 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts(),
                          a.kernels.allocator,
                          a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);
-  if (model.is_moe()) ctx.out << "MoE: " << moe_routing(model, o.base, false, o.space.moe_dispatchers) << "\n";
+  if (model.is_moe()) {
+    std::string etps;
+    if (o.space.expert_tps != std::vector<int64_t>{0}) {
+      std::vector<std::string> names;
+      for (int64_t e : o.space.expert_tps) names.push_back(e > 0 ? std::to_string(e) : "tp");
+      etps = fmt::format(", expert TP {} (searched)", fmt::join(names, " or "));
+    }
+    ctx.out << "MoE: " << moe_routing(model, o.base, false, o.space.moe_dispatchers) << etps << "\n";
+  }
   ctx.out << fmt::format("communication: {}{}\n", fabric_description(a.fabric, topology),
                          topology ? fmt::format("; the search on the alpha-beta model, its best {} plans re-simulated "
                                                 "on the topology and the top {} re-ranked (a plan outside them could "
