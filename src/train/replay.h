@@ -33,6 +33,8 @@
 //   moe_dispatcher: alltoall | deepep (--moe-dispatcher; empty: alltoall).
 //   moe_ranks_per_token: with deepep, the EP ranks a token reaches when the router fixes it
 //     (--moe-ranks-per-token; empty: the expectation under uniform routing).
+//   etp: the experts' tensor-parallel size (--etp, Megatron-Core's --expert-tensor-parallel-size;
+//     empty: tp).
 //   first_stage_layers, last_stage_layers: layers on the first / last model chunk (--first-stage-layers,
 //     --last-stage-layers; e.g. 1 and 1 for NeMo's account-for-embedding/loss-in-pipeline-split on
 //     126 layers over pp 8 x vp 8; empty: even).
@@ -64,6 +66,7 @@ struct MeasuredRun {
   std::string moe_dispatcher;      // optional column, "" = alltoall
   double moe_ranks_per_token = 0;  // optional column, 0 = not stated
   int64_t first_stage_layers = 0, last_stage_layers = 0;  // optional columns, 0 = even
+  int64_t etp = 0;                                         // optional column, 0 = tp
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   std::string fp8_recipe;                       // optional column, "" = delayed
   double params_b = 0.0;  // billions, as the source states the model size

@@ -264,6 +264,24 @@ TEST(Replay, StageLayerColumnsMapOntoTheirFlags) {
   EXPECT_NE(error_of(h + zero).find("[first_stage_layers]"), std::string::npos);
 }
 
+// etp: NeMo's DeepSeek-V3 recipe on H100 runs its experts at expert TP 1 beside TP 2 (dgxc-benchmarking
+// deepseek_v3/pretraining/launch.sh); the column maps onto --etp, an empty cell adds no flag (tp), and a
+// value below 1 names its column.
+TEST(Replay, ExpertTpColumnMapsOntoItsFlag) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",model,etp\n";
+  const std::string row = "D1,nemo-dgxc-2505,,,61,7168,128,128,18432,129280,4096,h100-sxm,1024,2,16,32,1,64,,1,8192,yes,"
+                          ",bf16,distopt,step_time_s,52.04,x,deepseek-v3,1\n";
+  const auto runs = read_measured_runs(write("etp", h + row));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(flags(runs[0])["--etp"], "1");
+  std::string none = row;
+  none.replace(none.rfind(",1\n"), 3, ",\n");
+  EXPECT_EQ(flags(read_measured_runs(write("etp_none", h + none))[0]).count("--etp"), 0u);
+  std::string zero = row;
+  zero.replace(zero.rfind(",1\n"), 3, ",0\n");
+  EXPECT_NE(error_of(h + zero).find("[etp]"), std::string::npos);
+}
+
 // optimizer_dtype / master_weights: NeMo's distributed Adam at optim.dtype bf16 on a bf16 model keeps
 // bf16 moments and no master copy (N5 of data/published/nemo_h100_bf16.csv); the columns map onto
 // --optimizer-dtype / --master-weights, an empty cell adds no flag (fp32), and a bad value names its column.
