@@ -598,7 +598,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--pp", a->pp, "pipeline-parallel degree")->capture_default_str();
   c->add_option("--dp", a->dp, "data-parallel degree (default gpus / (tp pp cp))");
   c->add_option("--cp", a->cp, "context-parallel degree")->capture_default_str();
-  c->add_option("--ep", a->ep, "expert-parallel degree (within dp x cp)")->capture_default_str();
+  c->add_option("--ep", a->ep, "expert-parallel degree (within dp x cp; with --etp below tp, within tp x dp x cp / etp)")->capture_default_str();
   c->add_option("--etp", a->etp,
                 "expert tensor parallelism: the routed experts split over this many of each TP group's ranks (Megatron-Core's "
                 "--expert-tensor-parallel-size; 0 = tp; below tp needs --sp yes)")

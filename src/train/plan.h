@@ -5,10 +5,12 @@
 //   What: the value a planner enumerates and the simulator (train/simulator.h) and memory model
 //     (train/memory.h) evaluate. No allocation beyond the Plan itself; validate_plan() is O(1) and
 //     returns the broken constraints as values, so a planner can sweep 10^5 plans without exceptions.
-//   Degrees: gpus = dp * tp * pp * cp. EP reuses the data-parallel (x context-parallel) ranks, as
-//     Megatron-Core does (expert parallel groups are carved out of dp*cp): ep divides dp*cp.
+//   Degrees: gpus = dp * tp * pp * cp. The routed experts use Megatron-Core's expert grid over the
+//     same ranks: etp x ep x edp x pp, etp = tp unless Plan::etp says (then EP may take TP ranks too),
+//     so etp * ep divides tp * dp * cp (at etp = tp: ep divides dp*cp).
 //   Rank order (Megatron-Core's default "tp-cp-ep-dp-pp"): tp innermost (consecutive ranks, one
-//     machine), then cp, dp, and pp outermost. Group strides follow from that order (group_stride()).
+//     machine), then cp, dp, and pp outermost; in the expert grid etp, then ep (CP folded in), then
+//     edp. Group strides follow from that order (group_stride()).
 //   Micro-batches per pipeline and step: m = gbs / (dp * mbs).
 //   Constraints (each has a stable key, ConstraintError::key):
 //     gpus        gpus == dp*tp*pp*cp
@@ -21,8 +23,10 @@
 //                 405B ran 126 layers on 16 stages as 7 + 14 x 8 + 7, Dubey et al. 2024, sec. 3.3.2)
 //     gbs         dp*mbs divides gbs;  vp_microbatches: interleaving needs m % pp == 0 (Megatron)
 //     cp_seq      2*cp divides seq (load-balanced causal ring attention splits each sequence in 2cp)
-//     ep          ep divides experts and dp*cp; ep > 1 needs an MoE model
-//     shard       shard_group divides dp (HSDP) and sharding is not none when shard_group > 1
+//     ep          ep divides experts, etp*ep divides tp*dp*cp; ep > 1 needs an MoE model
+//     etp         an MoE model's; divides tp; below tp needs SP
+//     shard       shard_group divides dp (HSDP) and sharding is not none when shard_group > 1; with EP,
+//                 etp*ep divides shard_group*cp*tp (EP inside a shard group)
 //     sp          sequence parallelism needs tp > 1;  tp divides seq/cp with SP
 //     vp_schedule vp > 1 only with the interleaved schedule
 //     precision   the GPU has a dense peak for the precision
