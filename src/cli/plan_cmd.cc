@@ -150,21 +150,16 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   s.activation_offload = offload == "activations" || offload == "both";
   s.optimizer_offload = offload == "optimizer" || offload == "both";
   s.moe_dispatchers = parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
-  s.expert_tps.clear();
-  for (const std::string& item : split_list(a.etps)) {
-    int64_t etp = 0;  // "tp": each plan's own
-    if (to_lower(item) != "tp") {
-      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), etp);
-      if (ec != std::errc() || end != item.data() + item.size() || etp < 1 || etp > tr::kMaxDegree) {
-        throw InputError(kCl.with_key("--etp"),
-                         fmt::format("expected a comma-separated list of sizes >= 1 or 'tp', found '{}'", item));
-      }
+  // "tp" (0): each plan's own.
+  s.expert_tps = parse_list<int64_t>(a.etps, "--etp", [](const std::string& item, const Where& where) {
+    int64_t etp = 0;
+    if (to_lower(item) == "tp") return etp;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), etp);
+    if (ec != std::errc() || end != item.data() + item.size() || etp < 1 || etp > tr::kMaxDegree) {
+      throw InputError(where, fmt::format("expected a comma-separated list of sizes >= 1 or 'tp', found '{}'", item));
     }
-    if (std::find(s.expert_tps.begin(), s.expert_tps.end(), etp) == s.expert_tps.end()) s.expert_tps.push_back(etp);
-  }
-  if (s.expert_tps.empty()) {
-    throw InputError(kCl.with_key("--etp"), fmt::format("expected a comma-separated list, found '{}'", a.etps));
-  }
+    return etp;
+  });
   return s;
 }
 

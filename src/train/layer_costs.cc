@@ -194,11 +194,12 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
   const int64_t tp = x.p.tp;
   const Shard sh = classify(op);
   const hw::DType dt = x.p.precision;
+  const bool experts = starts_with(op.name, "moe.experts.");
   double act_div = (sh == Shard::kRow || sh == Shard::kInner || x.p.sp) ? d(tp) : 1.0;
   // A routed expert's column-parallel GEMM saves its input as the dispatcher left it, all-gathered over
   // the etp ranks (Megatron-Core's grouped GEMMs take the permuted tokens whole, not sequence-parallel):
   // etp / tp of the routed rows at full width, with SP or without.
-  if (sh == Shard::kColumn && starts_with(op.name, "moe.experts.")) act_div = d(tp) / d(x.p.expert_tp());
+  if (sh == Shard::kColumn && experts) act_div = d(tp) / d(x.p.expert_tp());
   const Bytes saved = Bytes::from_double(op.saved_activations.to_double() / act_div);
   const bool gemm_op = op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kRouter;
   // fp8: Transformer Engine's modules run their GEMMs in fp8; the rest stay in bf16 (header).
@@ -212,7 +213,6 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
   if (gemm_op) {
     if (op.gemm.count == 0) return;
     compute::GemmShape g{op.gemm.m, op.gemm.n, op.gemm.k, op.gemm.count};
-    const bool experts = starts_with(op.name, "moe.experts.");
     // Routed experts: a rank holds E / ep of them and receives the tokens of its EP group's ranks for
     // them, all-gathered over its etp ranks: at etp = tp the rows of ep ranks' full sequences, at etp
     // < tp (each rank's sequence-parallel share dispatched alone) etp / tp of that; their matrices split

@@ -334,6 +334,7 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   if (p.sp && (p.seq / p.cp) % p.tp != 0) {
     add("sp", fmt::format("tp={} does not divide the per-rank sequence seq/cp={}", p.tp, p.seq / p.cp));
   }
+  const bool etp_divides = p.etp <= 0 || p.tp % p.etp == 0;  // else the etp key below says why
   if (p.ep > 1) {
     if (!m.is_moe()) {
       add("ep", fmt::format("ep={} needs an MoE model ({} is dense)", p.ep, m.name));
@@ -341,7 +342,6 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
       add("ep", fmt::format("ep={} does not divide experts={}", p.ep, m.moe.num_experts));
     }
     // Megatron-Core's expert grid: etp x ep x edp x pp ranks, so etp x ep divides tp x dp x cp.
-    const bool etp_divides = p.etp <= 0 || p.tp % p.etp == 0;  // else the etp key says why
     if (etp_divides && (p.tp * p.dp * p.cp) % (p.expert_tp() * p.ep) != 0) {
       add("ep", p.etp > 0 && p.etp != p.tp
                     ? fmt::format("etp*ep={}*{} does not divide tp*dp*cp={}", p.expert_tp(), p.ep, p.tp * p.dp * p.cp)
@@ -369,7 +369,7 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     }
     // EP takes its ranks from one shard group (torchtitan's dp_shard x cp mesh; Megatron-Core's expert
     // shards): the expert shard group is that group's ranks over ep.
-    if (p.sharding != Sharding::kNone && p.ep > 1 && p.dp % p.shard_group == 0 && (p.etp <= 0 || p.tp % p.etp == 0) &&
+    if (p.sharding != Sharding::kNone && p.ep > 1 && p.dp % p.shard_group == 0 && etp_divides &&
         (p.shard_group * p.cp * p.tp) % (p.expert_tp() * p.ep) != 0) {
       add("shard", p.etp > 0 && p.etp != p.tp
                        ? fmt::format("etp*ep={}*{} does not divide the shard group x cp x tp={}x{}x{} (EP lies inside a "

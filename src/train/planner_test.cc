@@ -39,15 +39,7 @@ struct Small {
   ClusterSpec cluster = ClusterSpec::from_catalog(gpu, nullptr, 8, Bandwidth(50e9));
   compute::ComputeModel cm{gpu};
   // The same layers as a Mixtral-like MoE: 8 experts of 1024, top-2.
-  model::ModelSpec moe() const {
-    model::ModelSpec m = model;
-    m.family = model::Family::kMixtral;
-    m.moe.num_experts = 8;
-    m.moe.top_k = 2;
-    m.moe.expert_ffn = 1024;
-    m.validate();
-    return m;
-  }
+  model::ModelSpec moe() const { return testing::as_moe(model, 1024); }
   PlannerOptions options() const {
     PlannerOptions o;
     o.gpus = 8;

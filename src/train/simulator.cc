@@ -245,6 +245,16 @@ class Builder {
     r.dense = piece_params(s, c, lo, hi) - r.experts;
     return r;
   }
+  // The same over all of stage s's chunks.
+  ParamSplit stage_split(int32_t s) const {
+    ParamSplit r;
+    for (int32_t c = 0; c < v_; ++c) {
+      const ParamSplit chunk = piece_split(s, c, 0, n_layers(s, c));
+      r.dense += chunk.dense;
+      r.experts += chunk.experts;
+    }
+    return r;
+  }
   // The all-gathers of a piece's 16-bit parameters on `stream`, one task per group that has more than
   // one rank (dense over the shard group, experts over the expert shard group); `what()` names them in
   // the trace. Returns the first and last task (-1 for none): the stream runs them in creation order.
@@ -318,17 +328,17 @@ class Builder {
       }
       return last;
     }
-    const std::array<std::tuple<int64_t, Group, Group, int64_t, std::string_view>, 2> parts = {
-        std::tuple{ps.dense, Group::kDpShard, Group::kDpReplica, p_.shard_size(),
+    const std::array<std::tuple<int64_t, Group, Group, std::string_view>, 2> parts = {
+        std::tuple{ps.dense, Group::kDpShard, Group::kDpReplica,
                    sharded ? std::string_view("reduce-scatter") : std::string_view("all-reduce")},
-        std::tuple{ps.experts, Group::kEdpShard, Group::kEdpReplica, p_.expert_shard_size(),
+        std::tuple{ps.experts, Group::kEdpShard, Group::kEdpReplica,
                    sharded ? std::string_view("expert reduce-scatter") : std::string_view("expert all-reduce")}};
-    for (const auto& [params, shard, replica, shard_n, what] : parts) {
+    for (const auto& [params, shard, replica, what] : parts) {
       if (params <= 0) continue;
       const Bytes bytes = Bytes::from_double(d(params) * d(p_.grad_bytes));
       Time t = collective(s, sharded ? coll::Op::kReduceScatter : coll::Op::kAllReduce, bytes, shard);
-      if (sharded && last_mb && group_size(p_, replica) > 1) {
-        t += collective(s, coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(shard_n)), replica);
+      if (sharded && last_mb && group_size(p_, replica) > 1) {  // the rank's shard over the replicas
+        t += collective(s, coll::Op::kAllReduce, Bytes::from_double(bytes.to_double() / d(group_size(p_, shard))), replica);
       }
       add(t, shard, bytes, what);
     }
@@ -508,13 +518,7 @@ class Builder {
           }
         }
       } else {
-        ParamSplit all;
-        for (int32_t c = 0; c < v_; ++c) {
-          const ParamSplit chunk = piece_split(s, c, 0, n_layers(s, c));
-          all.dense += chunk.dense;
-          all.experts += chunk.experts;
-        }
-        const TaskId t = reduce_grads(s, st, all, compute_order.back(), true);
+        const TaskId t = reduce_grads(s, st, stage_split(s), compute_order.back(), true);
         for (int32_t c = 0; c < v_; ++c) dep(t, split ? w_last(s, c) : b_last_[idx(s, c, m_mb_ - 1)]);
         dp_tasks.push_back(t);
       }
@@ -580,12 +584,8 @@ class Builder {
 
   void build_tail(int32_t s) {
     const StageStreams& st = streams_[static_cast<size_t>(s)];
-    int64_t params = 0, experts = 0;
-    for (int32_t c = 0; c < v_; ++c) {
-      params += piece_params(s, c, 0, n_layers(s, c));
-      for (int64_t i = 0; i < n_layers(s, c); ++i) experts += c_.layer[static_cast<size_t>(layer_of(s, c, i))].expert_params;
-    }
-    const Time t = optimizer_step_time(p_, p_.local_optimizer_params(params, experts), cm_);
+    const ParamSplit stage = stage_split(s);
+    const Time t = optimizer_step_time(p_, p_.local_optimizer_params(stage.dense + stage.experts, stage.experts), cm_);
     const TimeCategory category = p_.optimizer_offload ? TimeCategory::kOffload : TimeCategory::kOptimizer;
     Parts parts;
     const TaskId opt = add_task(s, st.compute, t, category, parts, false, "compute", [] { return std::string("optimizer"); });
@@ -598,8 +598,7 @@ class Builder {
     }
     if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && !p_.overlap_param_gather &&
         group_size(p_, Group::kDpShard) > 1) {
-      const TaskId ag = gather_params(s, st.dp_gather, ParamSplit{params - experts, experts},
-                                      [] { return std::string("param all-gather"); }).first;
+      const TaskId ag = gather_params(s, st.dp_gather, stage, [] { return std::string("param all-gather"); }).first;
       dep(ag, opt);
     }
   }

@@ -22,15 +22,18 @@ inline hw::GpuSpec test_gpu() {
   return g;
 }
 
-// A small Mixtral-style MoE: `layers` layers of h 1024, 8 heads, 8 experts of ffn 4096, top-2, vocab 32000.
-inline model::ModelSpec small_moe(int64_t layers, int64_t seq) {
-  model::ModelSpec m = model::ModelSpec::llama({layers, 1024, 8, 8, 4096, 32000, seq});
+// `m`'s layers as a Mixtral-like MoE: 8 experts of `expert_ffn`, top-2.
+inline model::ModelSpec as_moe(model::ModelSpec m, int64_t expert_ffn) {
   m.family = model::Family::kMixtral;
   m.moe.num_experts = 8;
   m.moe.top_k = 2;
-  m.moe.expert_ffn = 4096;
+  m.moe.expert_ffn = expert_ffn;
   m.validate();
   return m;
+}
+// A small Mixtral-style MoE: `layers` layers of h 1024, 8 heads, 8 experts of ffn 4096, top-2, vocab 32000.
+inline model::ModelSpec small_moe(int64_t layers, int64_t seq) {
+  return as_moe(model::ModelSpec::llama({layers, 1024, 8, 8, 4096, 32000, seq}), 4096);
 }
 
 // Synthetic costs: every layer's forward tf (and full recompute), input-gradient tb, weight-gradient tw,
