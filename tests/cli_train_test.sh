@@ -243,6 +243,25 @@ expect fp8-on-a100 2 "no dense fp8 peak" -- "${gpt[@]}" --precision fp8
 expect bad-flag 2 "not expected: --recompte" -- "${gpt[@]}" --recompte=full
 expect bad-nic 2 "--nic-bandwidth" -- train --model llama3-8b --gpu h800 --gpus 8 --gbs 8 --nic-bandwidth fast
 expect bad-grad-bytes 2 "expected 2 or 4" -- "${gpt[@]}" --grad-bytes 3
+expect bad-grad-accum-fusion 2 "--grad-accum-fusion: expected auto, yes or no, found 'yse'.*did you mean 'yes'" -- "${gpt[@]}" --grad-accum-fusion yse
+
+# --grad-accum-fusion (train/plan.h): on one GPU (no DP collective to hide behind) Megatron's fp32
+# accumulation adds, per micro-batch, 0.65 x 6 B per weight of every weight-gradient GEMM at the H100's
+# 3.35 TB/s (compute_model.cc). A 4-layer GPT of h 1024 with an untied 32,000-token vocabulary has
+# 4 x 12 h^2 + h V = 83,099,648 GEMM weights; 8 micro-batches: 8 x 0.65 x 6 x 83,099,648 / 3.35e12 =
+# 0.7739 ms more per step. auto resolves to yes with fused kernels and fp32 main gradients, to no with
+# eager ones (PyTorch autograd writes 16-bit gradients) or --grad-bytes 2; the run records the result.
+one=(train --arch gpt --layers 4 --hidden 1024 --heads 16 --vocab 32000 --tie-embeddings no --seq 2048 --gpu h100-sxm --gpus 1 --gbs 8)
+if python3 - "$("$bin" --json "${one[@]}")" "$("$bin" --json "${one[@]}" --grad-accum-fusion no)" \
+     "$("$bin" --json "${one[@]}" --fusion eager)" "$("$bin" --json "${one[@]}" --grad-bytes 2)" <<'PY' 2>/dev/null
+import json, sys
+yes, no, eager, g2 = (json.loads(x) for x in sys.argv[1:5])
+assert yes["plan"]["grad_accum_fusion"] is True and no["plan"]["grad_accum_fusion"] is False
+assert eager["plan"]["grad_accum_fusion"] is False and g2["plan"]["grad_accum_fusion"] is False
+expected = 8 * 0.65 * 6 * (4 * 12 * 1024**2 + 1024 * 32000) / 3.35e12
+assert abs((yes["step_time_s"] - no["step_time_s"]) - expected) < 1e-9, (yes["step_time_s"] - no["step_time_s"], expected)
+PY
+then pass=$((pass+1)); else echo "FAIL grad-accum-fusion"; fail=$((fail+1)); fi
 expect bad-hf-config 2 "" -- train --hf-config "$tmp/missing.json" --gpu h100-sxm --gpus 1 --gbs 1
 
 # --power-limit: a cap below the TDP slows a compute-bound step (tensor rate x (500/700)^0.575 =

@@ -366,6 +366,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   }
   o.base.eager = parse_fusion(a.kernels.fusion);
   o.base.allocator = parse_allocator(a.kernels.allocator);
+  o.base.grad_accum_fusion = parse_grad_accum_fusion(a.kernels.grad_accum_fusion, o.base.eager, o.base.grad_bytes);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
   // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers, parsed by make_space).
@@ -440,6 +441,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["fp8_attention"] = o.base.fp8_attention;
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["grad_bytes"] = o.base.grad_bytes;
+    j["grad_accum_fusion"] = o.base.grad_accum_fusion;
     j["optimizer_dtype"] = hw::dtype_name(o.base.optimizer_dtype);
     j["master_weights"] = tr::master_weights_name(o.base.master_weights);
     j["space"] = space_json(o.space);
@@ -484,9 +486,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   ctx.out << fmt::format("{} on {} x {}{}, seq {}, global batch {} sequences, {}, memory budget {} GiB per GPU\n",
                          model.name, a.gpus, gpu.name, node != nullptr ? " (" + node->name + ")" : "", seq, a.gbs,
                          precision_list, gib(r.budget));
-  ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, GPU at {:.0f} W, "
-                         "{} allocator{}\n",
-                         a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion, gpu.power().watts(),
+  ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, weight gradients "
+                         "{}, GPU at {:.0f} W, {} allocator{}\n",
+                         a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion,
+                         o.base.grad_accum_fusion ? "added into fp32 in the GEMM" : "apart", gpu.power().watts(),
                          a.kernels.allocator,
                          a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);
   if (model.is_moe()) {

@@ -141,6 +141,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   if (a.grad_bytes != 2 && a.grad_bytes != 4) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
   }
+  p.grad_accum_fusion = parse_grad_accum_fusion(a.kernels.grad_accum_fusion, p.eager, p.grad_bytes);
   p.optimizer_dtype = tr::parse_optimizer_dtype(a.optimizer_dtype, kCl.with_key("--optimizer-dtype"));
   p.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
   if (!(a.bucket_mb > 0.0 && a.bucket_mb <= 1e6)) {
@@ -410,6 +411,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"fsdp_prefetch", plan.fsdp_prefetch},
                  {"flash_attention", plan.flash_attention},
                  {"grad_bytes", plan.grad_bytes},
+                 {"grad_accum_fusion", plan.grad_accum_fusion},
                  {"optimizer_dtype", hw::dtype_name(plan.optimizer_dtype)},
                  {"master_weights", tr::master_weights_name(plan.master_weights)},
                  {"bucket_bytes", plan.bucket_bytes},
@@ -515,8 +517,10 @@ void run_train(Context& ctx, const TrainArgs& a) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
   }
-  s.add_row({"kernels", fmt::format("{} attention ({:.2f}), {} elementwise, {:.0f} W, {} allocator{}",
-                                    a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion,
+  s.add_row({"kernels", fmt::format("{} attention ({:.2f}){}, {} elementwise, wgrad {}, {:.0f} W, {} allocator{}",
+                                    a.kernels.attention_kernel, cm.calibration().attention.efficiency,
+                                    model.dropout.attention > 0.0 && plan.flash_attention ? " with dropout" : "",
+                                    a.kernels.fusion, plan.grad_accum_fusion ? "into fp32" : "apart",
                                     gpu.power().watts(), a.kernels.allocator,
                                     a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration)});
   ctx.out << s.render() << "\n";

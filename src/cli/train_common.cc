@@ -190,6 +190,10 @@ void add_kernel_options(CLI::App* c, KernelArgs& k) {
                 "PyTorch caching allocator whose reservation the memory counts: classic (PyTorch's default) | "
                 "expandable (expandable_segments:True) | none (the tensors alone, torch's max_memory_allocated)")
       ->capture_default_str();
+  c->add_option("--grad-accum-fusion", k.grad_accum_fusion,
+                "weight-gradient GEMMs add into the fp32 main gradients (Megatron-Core's gradient-accumulation "
+                "fusion): auto (yes with --fusion fused and --grad-bytes 4) | yes | no")
+      ->capture_default_str();
   c->add_option("--calibration", k.calibration,
                 "compute-model constants measured on your own GPU (YAML, docs/compute.md \"Calibration files\"); "
                 "they replace the built-in ones they name");
@@ -220,6 +224,14 @@ bool parse_fusion(const std::string& fusion) {
   if (fusion == "eager") return true;
   throw InputError(kCl.with_key("--fusion"), fmt::format("expected fused or eager, found '{}'", fusion),
                    suggest(fusion, {"fused", "eager"}));
+}
+
+bool parse_grad_accum_fusion(const std::string& value, bool eager, int64_t grad_bytes) {
+  const std::string l = to_lower(trim(value));
+  if (l == "auto") return !eager && grad_bytes == 4;
+  if (l == "yes" || l == "no") return l == "yes";
+  throw InputError(kCl.with_key("--grad-accum-fusion"), fmt::format("expected auto, yes or no, found '{}'", value),
+                   suggest(l, {"auto", "yes", "no"}));
 }
 
 train::AllocatorMode parse_allocator(const std::string& name) {

@@ -56,6 +56,7 @@ struct KernelArgs {
   std::string fusion = "fused";              // --fusion
   std::string calibration;                   // --calibration FILE; empty: the built-in calibration
   std::string allocator = "classic";         // --allocator
+  std::string grad_accum_fusion = "auto";    // --grad-accum-fusion
 };
 void add_kernel_options(CLI::App* c, KernelArgs& k);
 // --optimizer-dtype and --master-weights (train/plan.h, MasterWeights), the same on train and plan train.
@@ -76,6 +77,9 @@ bool parse_yes_no(const std::string& v, const std::string& flag);
 // --fusion fused | eager: true for eager (unfused PyTorch elementwise kernels); InputError naming the
 // flag, with the nearest name, otherwise.
 bool parse_fusion(const std::string& fusion);
+// --grad-accum-fusion auto | yes | no (train::Plan::grad_accum_fusion); auto: yes with fused kernels and
+// fp32 main gradients (Megatron-Core's default), no with eager kernels (PyTorch autograd) or 2-byte ones.
+bool parse_grad_accum_fusion(const std::string& value, bool eager, int64_t grad_bytes);
 
 // --allocator none | classic | expandable (train/caching_allocator.h); InputError naming the flag, with
 // the nearest name, otherwise.

@@ -131,12 +131,33 @@ Time LayerOpTimes::linear_total() const {
 
 // Fused-attention rates (e, half length, CTAs per SM at half occupancy) per library; where they come
 // from is written above kKernelEfficiencies below.
-constexpr AttentionRate kFa2Ampere{0.73, 512.0, 0.0};
-constexpr AttentionRate kCudnnHopperFwd{0.62, 1024.0, 0.5};
-constexpr AttentionRate kCudnnHopperBwd{0.54, 1024.0, 1.0};
-constexpr AttentionRate kFa2HopperFwd{0.36, 1024.0, 2.0};
-constexpr AttentionRate kFa2HopperBwd{0.32, 1024.0, 0.5};
-constexpr AttentionRate kFa3Hopper{0.64, 512.0, 0.0};
+// The last number is the dropout mask's rate (AttentionRate::dropout_pairs_per_s), attended pairs x heads
+// per second, measured on an H100 SXM at its power-limited clock (data/measured/h100-sxm/megatron_extras.csv:
+// causal attention of rows E1-E4, 16, 16, 12 and 7 heads of 128 at 4,096 tokens, SDPA at dropout 0 and 0.1,
+// one call per timing; test H100Kernels.BuiltInAttentionDropoutRatesAreTheMeasuredOnes):
+//   forward: the pooled forward delta (heads x 4,096 x 4,097 / 2 pairs over the summed extra time):
+//     cuDNN 5.82e11 (11.8-18.2 us per head), FlashAttention-2 1.68e12 (4.1-6.1 us per head);
+//   backward: SDPA's single-call forward + backward also holds the host's launch gap before the backward
+//     (150-280 us, data/measured/h100-sxm/README.md), so the backward is read where the forward with
+//     dropout outlasts that gap: cuDNN, E1 and E2 (forward 0.42 ms), forward + backward less forward at
+//     dropout 0.1 against the back-to-back backward at dropout 0 of training_kernels_hot.csv, 0.154 and
+//     0.053 ms for 16 heads: 1.30e12; FlashAttention-2 (whose forward stays under the gap) the pooled
+//     forward + backward delta less the forward delta: 1.46e12, the least certain of the four.
+// Ampere's FlashAttention-2 and FlashAttention-3 (which has no dropout) have none measured: 0.
+constexpr AttentionRate kFa2Ampere{0.73, 512.0, 0.0, 0.0};
+constexpr AttentionRate kCudnnHopperFwd{0.62, 1024.0, 0.5, 5.82e11};
+constexpr AttentionRate kCudnnHopperBwd{0.54, 1024.0, 1.0, 1.30e12};
+constexpr AttentionRate kFa2HopperFwd{0.36, 1024.0, 2.0, 1.68e12};
+constexpr AttentionRate kFa2HopperBwd{0.32, 1024.0, 0.5, 1.46e12};
+constexpr AttentionRate kFa3Hopper{0.64, 512.0, 0.0, 0.0};
+// fp32 accumulation inside a GEMM (Calibration::fp32_accumulate_exposure): the least-squares fraction of
+// 6 B per output element at the datasheet 3.35 TB/s that the measured weight-gradient GEMMs of rows E1-E4
+// (16 shapes, 2-8 k x 2-8 k outputs over 4,096 tokens) take beyond the same GEMM in bf16, when cuBLAS adds
+// the product into an fp32 C (torch.addmm(out_dtype=float32, out=C), Megatron's gradient-accumulation
+// fusion): 0.65, residuals rms 12 us of 1-53 us (data/measured/h100-sxm/megatron_extras.csv, test
+// H100Kernels.BuiltInFp32AccumulateExposureIsTheFitOnTheWgradGemms). Other architectures take it (not
+// measured there).
+constexpr double kFp32AccumulateExposure = 0.65;
 
 // Per-architecture efficiencies (sources in the file header and docs/compute.md). `attention` is the
 // forward efficiency of the architecture's default library; where kKernelEfficiencies has that library,
@@ -293,6 +314,7 @@ Calibration default_calibration(const hw::GpuSpec& gpu) {
       }
     }
     c.launch_overhead = Time::us(a.launch_us);
+    c.fp32_accumulate_exposure = kFp32AccumulateExposure;
     c.source = std::string(a.source);
   }
   for (const ProductGemm& g : kProductGemms) {
@@ -392,10 +414,24 @@ Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const Attention
     units += s.q > 1 ? d(h.heads) * q_tiles : d(h.kv_heads);
   }
   if (seqs.empty()) return c.launch_overhead;
+  // Dropout: one mask element per attended pair and head, drawn in this pass (AttentionRate).
+  double t_dropout = 0.0;
+  if (h.dropout && r.dropout_pairs_per_s > 0.0) {
+    for (const AttentionSeq& s : seqs) {
+      t_dropout += d(h.heads) * model::attended_pairs(s.q, s.kv - s.q, h.window, mode) /
+                   (r.dropout_pairs_per_s * c.tensor_clock_factor);
+    }
+  }
   t_c *= (backward ? 2.5 : 1.0) / attention_occupancy(r, ctas);
   if (backward) bytes *= 2.0;
-  return Time::seconds(smooth_max(t_c, bytes / attention_bandwidth(units), c.transition_sharpness)) +
+  return Time::seconds(smooth_max(t_c, bytes / attention_bandwidth(units), c.transition_sharpness) + t_dropout) +
          c.launch_overhead;
+}
+
+Time ComputeModel::fp32_accumulate(const GemmShape& s, hw::DType out_dtype) const {
+  ORRERY_ASSERT(s.m >= 0.0 && s.n >= 1 && s.count >= 1);
+  const double extra = d(s.count) * s.m * d(s.n) * (4.0 + 4.0 - d(hw::dtype_bytes(out_dtype)));
+  return Time::seconds(calibration_.fp32_accumulate_exposure * extra / gpu_->memory_bandwidth.bytes_per_second());
 }
 
 double ComputeModel::attention_rate(const AttentionRate& r, double peak, double length, double ctas) const {

@@ -69,6 +69,7 @@ struct AttentionHeads {
   int64_t head_dim_v = 128;
   int64_t window = 0;       // sliding window in tokens; 0 = none
   bool causal = true;
+  bool dropout = false;     // attention dropout inside the fused kernel (AttentionRate::dropout_pairs_per_s)
 };
 
 // One output tile shape a GEMM kernel can be instantiated with (rows x columns of C per CTA).
@@ -79,10 +80,14 @@ struct GemmTile {
 
 // The rate of one pass of a fused attention kernel: e * L/(L + half_length) of the dense peak, times the
 // occupancy C / (C + ctas_per_sm_half * SMs) of its C CTAs (0: no occupancy term).
+// With attention dropout the kernel also draws a Philox mask element per attended (query, key) pair and
+// head, in the forward and again in the backward (the mask is regenerated, not saved): that work takes
+// pairs / dropout_pairs_per_s on top (0: not measured for this library, no cost).
 struct AttentionRate {
   double efficiency = 0.6;
   double half_length = 512.0;
   double ctas_per_sm_half = 0.0;
+  double dropout_pairs_per_s = 0.0;
 };
 
 // Calibration constants of one GPU (see compute_model.cc for values and sources).
@@ -96,6 +101,11 @@ struct Calibration {
   AttentionRate attention_backward;  // its backward
   double memory_efficiency = 0.85;    // achievable fraction of datasheet HBM bandwidth (streaming kernels)
   double tensor_clock_factor = 1.0;   // compute-bound rates under a power limit below TDP (1: none)
+  // A GEMM that adds its product into an fp32 buffer (C = C + A B, beta 1: Megatron's weight gradients
+  // accumulated into fp32 main gradients) reads C and writes it in fp32 instead of writing a 16-bit
+  // output; this fraction of that extra traffic's time at the datasheet bandwidth is not hidden behind
+  // the main loop (ComputeModel::fp32_accumulate; 0: none).
+  double fp32_accumulate_exposure = 0.0;
   Time launch_overhead = Time::us(4);  // per kernel
   std::string source;             // where the constants come from
 
@@ -159,6 +169,11 @@ class ComputeModel {
   // the forward's score recompute (FlashAttention-2), about 2.5x the forward's FLOPs.
   Time attention(std::span<const AttentionSeq> seqs, const AttentionHeads& heads, hw::DType dtype,
                  Pass pass) const;
+
+  // What accumulating a GEMM's product into an fp32 C inside the GEMM adds to it (the epilogue reads C
+  // and writes D in fp32, 8 B per output element, where a plain GEMM writes out_dtype):
+  // fp32_accumulate_exposure x count x m x n x (8 - bytes(out_dtype)) / datasheet HBM bandwidth.
+  Time fp32_accumulate(const GemmShape& shape, hw::DType out_dtype) const;
 
   // A kernel bound by memory traffic: `bytes` read plus written.
   Time memory_bound(Bytes bytes) const;

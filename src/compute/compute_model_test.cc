@@ -226,6 +226,54 @@ TEST(AttentionKernel, EachPassTakesItsOwnRateAndOccupancy) {
   EXPECT_NEAR(per_head(4) / per_head(64), (2048.0 / (2048.0 + c0)) / (128.0 / (128.0 + c0)), 1e-3);
 }
 
+// Attention dropout inside the fused kernel: one mask element per attended pair and head, drawn in the
+// forward and again in the backward, at the pass's measured rate (compute_model.cc: H100 cuDNN 5.82e11
+// forward and 1.30e12 backward pairs per second). 16 heads over one causal 4,096-token sequence have
+// 16 x 4,096 x 4,097 / 2 = 134.25 M pairs: +0.2307 ms forward, +0.1033 ms backward, whatever the rest of
+// the kernel's time. FlashAttention-3 (no dropout; rate 0) and Ampere's FlashAttention-2 (not measured)
+// add nothing, and a 500 W cap slows the draws as it slows the tensor cores ((500/700)^0.575).
+TEST(AttentionKernel, DropoutDrawsOneMaskElementPerAttendedPairAtThePassRate) {
+  const std::vector<AttentionSeq> one(1, AttentionSeq{4096, 4096});
+  AttentionHeads plain;
+  plain.heads = plain.kv_heads = 16;
+  AttentionHeads dropped = plain;
+  dropped.dropout = true;
+  const double pairs = 16.0 * 4096.0 * 4097.0 / 2.0;
+  const auto extra = [&](const ComputeModel& cm, Pass p) {
+    return (cm.attention(one, dropped, hw::DType::kBf16, p) - cm.attention(one, plain, hw::DType::kBf16, p)).to_seconds();
+  };
+  const ComputeModel h(h100());
+  EXPECT_NEAR(extra(h, Pass::kForward), pairs / 5.82e11, 1e-9);
+  EXPECT_NEAR(extra(h, Pass::kBackward), pairs / 1.30e12, 1e-9);
+  const Where w{"<command line>", 0, "--attention-kernel"};
+  const ComputeModel fa3(h100(), with_attention_kernel(default_calibration(h100()), h100(), AttentionKernel::kFlashAttention3, w));
+  EXPECT_EQ(extra(fa3, Pass::kForward), 0.0);
+  EXPECT_EQ(extra(ComputeModel(a100()), Pass::kBackward), 0.0);
+  hw::GpuSpec capped = h100();
+  capped.tdp = Power(700.0);
+  capped.power_limit = Power(500.0);
+  EXPECT_NEAR(extra(ComputeModel(capped), Pass::kForward), pairs / (5.82e11 * std::pow(500.0 / 700.0, 0.575)), 1e-9);
+}
+
+// fp32 accumulation inside a GEMM (Megatron's weight gradients into fp32 main gradients): the epilogue
+// reads C and writes D in fp32 (8 B per output element) where a bf16 GEMM writes 2 B, and 0.65 of that
+// traffic's time at the datasheet bandwidth shows (compute_model.cc). E1's qkv weight gradient, a 2,048
+// x 6,144 output: 0.65 x 12.58 M x 6 B / 3.35 TB/s = 14.65 us (measured: +40 us; the fit's residuals
+// are 12 us rms over 16 shapes, data/measured/h100-sxm/megatron_extras.csv). Twice the outputs (count
+// 2) cost twice; a GEMM whose plain output is fp32 already adds 4 B per element, not 6 B.
+TEST(Gemm, Fp32AccumulationAddsTheExposedShareOfItsExtraTraffic) {
+  const ComputeModel cm(h100());
+  const GemmShape qkv{2048.0, 6144, 4096, 1};
+  EXPECT_NEAR(cm.fp32_accumulate(qkv, hw::DType::kBf16).to_us(), 0.65 * 2048.0 * 6144.0 * 6.0 / 3.35e12 * 1e6, 1e-6);
+  EXPECT_NEAR(cm.fp32_accumulate(GemmShape{2048.0, 6144, 4096, 2}, hw::DType::kBf16).to_us(),
+              2.0 * cm.fp32_accumulate(qkv, hw::DType::kBf16).to_us(), 1e-6);
+  EXPECT_NEAR(cm.fp32_accumulate(qkv, hw::DType::kFp32).to_us(), cm.fp32_accumulate(qkv, hw::DType::kBf16).to_us() * 4.0 / 6.0,
+              1e-6);
+  Calibration none = default_calibration(h100());
+  none.fp32_accumulate_exposure = 0.0;
+  EXPECT_EQ(ComputeModel(h100(), none).fp32_accumulate(qkv, hw::DType::kBf16), Time::zero());
+}
+
 TEST(AttentionKernel, UnknownNamesAndUnpublishedPairsAreInputErrors) {
   const Where w{"<command line>", 0, "--attention-kernel"};
   try {

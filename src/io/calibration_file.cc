@@ -34,6 +34,8 @@ void attention_rate(const YAML::Node& node, const Where& where, compute::Attenti
   fraction(f, "efficiency", r.efficiency);
   bounded(f, "half_length", 1e6, r.half_length);          // tokens (Hopper's fits: 512-1024)
   bounded(f, "ctas_per_sm_half", 1e3, r.ctas_per_sm_half);  // CTAs per SM (fits: 0-2)
+  // Dropout mask elements per second (H100: 5.8e11-1.7e12); 0: no dropout cost.
+  bounded(f, "dropout_pairs_per_s", 1e16, r.dropout_pairs_per_s);
   f.finish();
 }
 
@@ -61,6 +63,7 @@ compute::Calibration parse_calibration(std::string_view text, const std::string&
   }
   fraction(f, "gemm_memory_efficiency", c.gemm_memory_efficiency);
   fraction(f, "memory_efficiency", c.memory_efficiency);
+  bounded(f, "fp32_accumulate_exposure", 1.0, c.fp32_accumulate_exposure);
   if (const auto t = f.opt_time("launch_overhead")) {
     if (t->to_seconds() < 0.0 || t->to_seconds() > 1e-3) {
       throw InputError(f.where_of_key("launch_overhead"), fmt::format("expected 0 to 1 ms per kernel, got {} s", t->to_seconds()));

@@ -25,10 +25,11 @@ gemm_efficiency: 0.7
 fp8_gemm_factor: 0.9
 gemm_memory_efficiency: 0.75
 memory_efficiency: 0.85
+fp32_accumulate_exposure: 0.5
 launch_overhead: 5 us
 attention:
-  forward: {efficiency: 0.5, half_length: 256, ctas_per_sm_half: 1.5}
-  backward: {efficiency: 0.45, half_length: 2048, ctas_per_sm_half: 0}
+  forward: {efficiency: 0.5, half_length: 256, ctas_per_sm_half: 1.5, dropout_pairs_per_s: 1e12}
+  backward: {efficiency: 0.45, half_length: 2048, ctas_per_sm_half: 0, dropout_pairs_per_s: 0}
 )";
 
 std::string error_of(const std::string& yaml) {
@@ -47,6 +48,7 @@ TEST(CalibrationFile, EveryKeyReplacesTheBuiltInConstant) {
   EXPECT_EQ(c.fp8_gemm_factor, 0.9);
   EXPECT_EQ(c.gemm_memory_efficiency, 0.75);
   EXPECT_EQ(c.memory_efficiency, 0.85);
+  EXPECT_EQ(c.fp32_accumulate_exposure, 0.5);
   EXPECT_EQ(c.launch_overhead, Time::us(5));
   EXPECT_EQ(c.attention.efficiency, 0.5);
   EXPECT_EQ(c.attention.half_length, 256.0);
@@ -54,6 +56,8 @@ TEST(CalibrationFile, EveryKeyReplacesTheBuiltInConstant) {
   EXPECT_EQ(c.attention_backward.efficiency, 0.45);
   EXPECT_EQ(c.attention_backward.half_length, 2048.0);
   EXPECT_EQ(c.attention_backward.ctas_per_sm_half, 0.0);
+  EXPECT_EQ(c.attention.dropout_pairs_per_s, 1e12);
+  EXPECT_EQ(c.attention_backward.dropout_pairs_per_s, 0.0);  // 0 is a value (no dropout cost), not "unset"
   EXPECT_EQ(c.name, "file");
   EXPECT_NE(c.source.find("cal.yaml"), std::string::npos) << c.source;
   EXPECT_NE(c.source.find("our cluster"), std::string::npos) << c.source;
@@ -95,6 +99,10 @@ TEST(CalibrationFile, ErrorsNameTheFileLineAndKey) {
       {"an occupancy of 5000 CTAs per SM", "gpu: h100-sxm\nattention:\n  forward: {ctas_per_sm_half: 5000}\n",
        {"expected 0 to 1000, got 5000"}},
       {"a launch overhead of 2 s", "gpu: h100-sxm\nlaunch_overhead: 2 s\n", {"expected 0 to 1 ms per kernel"}},
+      {"a negative dropout rate", "gpu: h100-sxm\nattention:\n  forward: {dropout_pairs_per_s: -1}\n",
+       {"dropout_pairs_per_s", "expected 0 to 1e+16, got -1"}},
+      {"an fp32 accumulation exposure above 1", "gpu: h100-sxm\nfp32_accumulate_exposure: 1.5\n",
+       {"cal.yaml:2", "fp32_accumulate_exposure", "expected 0 to 1, got 1.5"}},
       {"a misspelt pass", "gpu: h100-sxm\nattention:\n  foward: {efficiency: 0.5}\n", {"forward"}},
       {"the calibration of another GPU", "gpu: a100-sxm-80gb\n", {"a100-sxm-80gb", "h100-sxm"}},
       {"no gpu key", "gemm_efficiency: 0.7\n", {"gpu"}},

@@ -227,7 +227,12 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     const hw::DType gdt = fp8 ? hw::DType::kFp8 : x.p.activation_dtype();
     const Time f = x.cm.gemm(g, gdt);
     const Time dgrad = x.cm.gemm(compute::GemmShape{g.m, g.k, g.n, g.count}, gdt);
-    const Time wgrad = x.cm.gemm(compute::GemmShape{d(g.k), g.n, static_cast<int64_t>(std::ceil(g.m)), g.count}, gdt);
+    const compute::GemmShape wg{d(g.k), g.n, static_cast<int64_t>(std::ceil(g.m)), g.count};
+    Time wgrad = x.cm.gemm(wg, gdt);
+    // Gradient-accumulation fusion (Plan::grad_accum_fusion): the GEMM adds into the fp32 main gradient.
+    if (x.p.grad_accum_fusion && x.p.grad_bytes == 4 && op.kind == model::OpKind::kGemm) {
+      wgrad += x.cm.fp32_accumulate(wg, x.p.activation_dtype());
+    }
     c.fwd += f;
     c.bwd_input += dgrad;
     c.bwd_weight += wgrad;
@@ -319,6 +324,9 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     h.head_dim_qk = mla ? x.m.mla.qk_head_dim() : x.m.head_dim;
     h.head_dim_v = mla ? x.m.mla.v_head_dim : x.m.head_dim;
     h.causal = causal;
+    // Attention dropout runs inside the fused kernel (its mask drawn in both passes); unfused, its
+    // traffic is in the op's bytes below.
+    h.dropout = x.p.flash_attention && x.m.dropout.attention > 0.0;
     // fp8 training keeps the attention core in bf16 unless Plan::fp8_attention (TE's FP8 DPA).
     const hw::DType adt = x.p.fp8_attention ? dt : x.p.activation_dtype();
     Time f = x.cm.attention(seqs, h, adt, compute::Pass::kForward);

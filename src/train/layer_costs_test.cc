@@ -169,6 +169,49 @@ const hw::GpuSpec& catalog_gpu(const std::string& name) {
 }
 const hw::GpuSpec& catalog_h100() { return catalog_gpu("h100-sxm"); }
 
+// Two Megatron kernel costs on a GPT layer (h = 1024, 16 heads of 64, f = 4h, T = 2,048 tokens, tp 2
+// with SP) on an H100:
+//  * gradient-accumulation fusion: each of the four weight-gradient GEMMs adds into the fp32 main
+//    gradient, 0.65 x 6 B per output element at 3.35 TB/s (compute_model.cc). Their outputs are the
+//    rank's weights, 12 h^2 / tp = 6 h^2: +0.65 x 6 x 6,291,456 / 3.35e12 = 7.32 us of wgrad, and
+//    nothing with 2-byte main gradients (the GEMM adds into bf16 as it would write it);
+//  * attention dropout (Megatron's 0.1) inside the fused kernel: 8 heads x 2,048 x 2,049 / 2 pairs per
+//    pass, at 5.82e11 pairs/s forward (+28.8 us) and 1.30e12 backward (+12.9 us); the full and
+//    selective recomputes run that forward again. (Unfused attention, --flash-attention no, moves its
+//    dropout mask through memory instead: model/op_inventory.cc.)
+TEST(LayerCosts, MegatronsFp32GradientAccumulationAndAttentionDropoutCostTheirMeasuredRates) {
+  const int64_t h = 1024, T = 2048;
+  model::ModelSpec with_dropout = model::ModelSpec::gpt({2, h, 16, 16, 4 * h, 32000, T});
+  ASSERT_EQ(with_dropout.dropout.attention, 0.1);  // Megatron-LM's default (model_spec.cc)
+  model::ModelSpec no_dropout = with_dropout;
+  no_dropout.dropout.attention = 0.0;
+  const compute::ComputeModel cm(catalog_h100());
+  Plan p;
+  p.tp = 2;
+  p.sp = true;
+  p.seq = T;
+  p.gbs = 1;
+  const FixedComm comm(Time::zero());
+  const ModelCosts base = model_costs(no_dropout, p, cm, comm);
+  Plan fused = p;
+  fused.grad_accum_fusion = true;
+  const ModelCosts acc = model_costs(no_dropout, fused, cm, comm);
+  EXPECT_NEAR((acc.layer[0].bwd_weight - base.layer[0].bwd_weight).to_us(), 0.65 * 6.0 * 6.0 * h * h / 3.35e12 * 1e6, 1e-3);
+  EXPECT_EQ(acc.layer[0].fwd, base.layer[0].fwd);
+  EXPECT_EQ(acc.layer[0].bwd_input, base.layer[0].bwd_input);
+  fused.grad_bytes = 2;
+  EXPECT_EQ(model_costs(no_dropout, fused, cm, comm).layer[0].bwd_weight, base.layer[0].bwd_weight);
+
+  const ModelCosts drop = model_costs(with_dropout, p, cm, comm);
+  const double pairs = 8.0 * 2048.0 * 2049.0 / 2.0;
+  // Only the attention core changes: with fused attention the inventory's ops are the same either way.
+  EXPECT_NEAR((drop.layer[0].fwd - base.layer[0].fwd).to_us(), pairs / 5.82e11 * 1e6, 1e-3);
+  EXPECT_NEAR((drop.layer[0].recompute_full - base.layer[0].recompute_full).to_us(), pairs / 5.82e11 * 1e6, 1e-3);
+  EXPECT_NEAR((drop.layer[0].recompute_selective - base.layer[0].recompute_selective).to_us(), pairs / 5.82e11 * 1e6, 1e-3);
+  EXPECT_NEAR((drop.layer[0].bwd_input - base.layer[0].bwd_input).to_us(), pairs / 1.30e12 * 1e6, 1e-3);
+  EXPECT_EQ(drop.layer[0].bwd_weight, base.layer[0].bwd_weight);
+}
+
 // fp8 as Megatron-Core runs it with Transformer Engine (layer_costs.cc, te_module_gemm and fp8_casts):
 // on a Llama layer (tp 1, T = 2048 tokens, h = 1024, 8 heads of 128 = 8 kv heads, f = 4096 gated) with
 // m = 4 micro-batches, the fp8 layer differs from the bf16 one only in its four GEMMs and their casts:

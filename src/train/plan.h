@@ -161,6 +161,13 @@ struct Plan {
   // ---- numerics
   hw::DType precision = hw::DType::kBf16;  // compute and activation dtype (fp8: GEMMs in fp8)
   int64_t grad_bytes = 4;                  // main-gradient bytes per parameter (Megatron/FSDP fp32: 4)
+  // Weight-gradient GEMMs add their product into the fp32 main gradients (grad_bytes 4) inside the GEMM
+  // (Megatron-Core's gradient_accumulation_fusion, on by default; Transformer Engine's
+  // fuse_wgrad_accumulation), which costs each such GEMM its fp32 read and write of the gradient
+  // (compute::ComputeModel::fp32_accumulate). Off: the GEMM writes a 16-bit gradient (PyTorch autograd,
+  // FSDP2), whose later reduction is what the DP collectives model. The router's GEMM is never fused
+  // (Megatron-Core computes its gradient apart).
+  bool grad_accum_fusion = false;
   // Adam's two moments (exp_avg, exp_avg_sq) in this dtype: fp32, or bf16/fp16 (Megatron-Core's
   // --exp-avg-dtype/--exp-avg-sq-dtype, Apex DistributedFusedAdam's dtype).
   hw::DType optimizer_dtype = hw::DType::kFp32;

@@ -334,6 +334,10 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
       {"--flash-attention", old_megatron ? "no" : "yes"},
       {"--attention-kernel", attention},
       {"--fusion", r.notes.find("eager") != std::string::npos ? "eager" : "fused"},
+      // Megatron's weight gradients go into fp32 main gradients inside the GEMM (gradient-accumulation
+      // fusion, on by default since Megatron-LM added it after the SC21 paper's runs); torchtitan's
+      // autograd writes bf16 gradients that FSDP2 reduces.
+      {"--grad-accum-fusion", torchtitan || r.source == "megatron-sc21-t1" ? "no" : "yes"},
       {"--tp-comm-overlap", tp_overlap ? "yes" : "no"},
       // torchtitan's launcher (run_llama_train.sh, now run_train.sh) sets expandable_segments:True.
       {"--allocator", torchtitan ? "expandable" : "classic"},

@@ -22,9 +22,11 @@ import argparse
 import datetime
 import json
 import os
-import statistics
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from training_kernels import timed_back_to_back  # noqa: E402
 
 HEADS = [4, 8, 16, 32, 64]
 SEQS = [512, 1024, 2048, 4096, 8192, 16384]
@@ -56,19 +58,7 @@ def main():
             torch.cuda.synchronize()
 
     def timed(fn):
-        for _ in range(args.warmup):
-            fn()
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(args.repeats):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            for _ in range(args.inner):
-                fn()
-            e.record()
-            torch.cuda.synchronize()
-            ts.append(s.elapsed_time(e) / args.inner)
-        return statistics.median(ts)
+        return timed_back_to_back(torch, fn, args.warmup, args.repeats, args.inner)
 
     preheat(args.preheat_s)
     csv = open(os.path.join(args.out, "attention_sweep.csv"), "w")

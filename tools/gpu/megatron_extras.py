@@ -70,7 +70,7 @@ def main():
         "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(),
         "arguments": vars(args),
-        "fused_fp32_call": None,
+        "fused_fp32_call": None,  # as named in the csv's note (its comma written as ';')
     }
 
     def write_meta():
@@ -80,6 +80,7 @@ def main():
     def row(config, op, variant, pas, m, n, k, ms, flops, note=""):
         tf = f"{flops / (ms * 1e-3) / 1e12:.1f}" if ms else ""
         ms_text = f"{ms:.5f}" if ms else ""
+        note = note.replace(",", ";")  # one cell (the 2026-11-28 run wrote the call's comma unquoted)
         csv.write(f"{config},{op},{variant},{pas},{m},{n},{k},{ms_text},{tf},{note}\n")
         csv.flush()
 

@@ -92,6 +92,24 @@ def timed(torch, fn, warmup, repeats):
     return statistics.median(times)
 
 
+def timed_back_to_back(torch, fn, warmup, repeats, inner):
+    """Median ms per call of `inner` back-to-back calls between two CUDA events (the host's launch
+    latency overlaps the GPU work instead of being timed), over `repeats` after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(repeats):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(inner):
+            fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) / inner)
+    return statistics.median(ts)
+
+
 def layer_gemms(h, heads, ffn, tp, tokens, kv_heads, swiglu):
     """(op, m, n, k) of the forward GEMMs of one layer on one GPU: out[m, n] = in[m, k] @ W[k, n]."""
     dh = h // heads
