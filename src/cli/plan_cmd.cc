@@ -49,6 +49,7 @@ struct PlanTrainArgs {
   FabricArgs fabric;   // --comm-model, --topology, --tiers, --oversubscription, --no-rail-optimized
   int64_t gpus = 0, seq = 0, gbs = 0;
   VideoArgs video;  // DiT sample: its token count is the sequence (train_common.h)
+  DropoutArgs dropout;  // --attention-dropout, --hidden-dropout
   bool seq_given = false;
   double budget_gib = 0.0;
   bool budget_given = false;
@@ -313,6 +314,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   if (a.model.empty()) throw InputError(kCl.with_key("--model"), "missing; e.g. --model llama3-70b (a catalog name or a config.json)");
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
   model::ModelSpec model = ctx.catalog().model(a.model, kCl.with_key("--model"));
+  apply_dropout(model, a.dropout);
   const int64_t seq = apply_video(model, a.video, a.seq, a.seq_given);  // a DiT's sequence: its video token count
   if (a.top < 1) throw InputError(kCl.with_key("--top"), fmt::format("expected at least 1, found {}", a.top));
   if (a.threads < 0) throw InputError(kCl.with_key("--threads"), fmt::format("expected 0 (all cores) or more, found {}", a.threads));
@@ -442,6 +444,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["grad_bytes"] = o.base.grad_bytes;
     j["grad_accum_fusion"] = o.base.grad_accum_fusion;
+    j["dropout"] = dropout_json(model);
     j["optimizer_dtype"] = hw::dtype_name(o.base.optimizer_dtype);
     j["master_weights"] = tr::master_weights_name(o.base.master_weights);
     j["space"] = space_json(o.space);
@@ -618,6 +621,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--candidates-csv", a->candidates_csv, "write every candidate with its status and reason")
       ->type_name("FILE");
   add_video_options(c, a->video);
+  add_dropout_options(c, a->dropout);
   actions.emplace_back(c, [a, c](Context& ctx) {
     a->seq_given = c->count("--seq") > 0;
     run_plan_train(ctx, *a);

@@ -59,6 +59,7 @@ struct TrainArgs {
   std::string trace_out, trace_ranks;
   FabricArgs fabric;
   VideoArgs video;  // DiT sample (train_common.h)
+  DropoutArgs dropout;  // --attention-dropout, --hidden-dropout
   bool seq_given = false;
 };
 
@@ -74,6 +75,7 @@ model::ModelSpec resolve_model(Context& ctx, const TrainArgs& a) {
     }
     m.tied_embeddings = tied;
   }
+  apply_dropout(m, a.dropout);
   return m;
 }
 
@@ -392,6 +394,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     Json j = envelope("train");
     j["model"] = model.name;
     j["tied_embeddings"] = model.tied_embeddings;
+    j["dropout"] = dropout_json(model);
     j["gpu"] = gpu.name;
     j["power_limit_w"] = gpu.power().watts();
     j["attention_kernel"] = a.kernels.attention_kernel;
@@ -592,6 +595,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--vocab", a->vocab, "vocabulary size (--arch)");
   c->add_option("--tie-embeddings", a->tie_embeddings,
                 "LM head shares the token embedding: yes | no (default: the model's; --arch gpt ties, llama does not)");
+  add_dropout_options(c, a->dropout);
   c->add_option("--seq", a->seq, "sequence length")->capture_default_str();
   c->add_option("--gpu", a->gpu, "catalog GPU, e.g. h100-sxm")->type_name("NAME");
   c->add_option("--gpus", a->gpus, "GPU count");

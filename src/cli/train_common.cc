@@ -135,6 +135,32 @@ void check_training_scale(const model::ModelSpec& model, int64_t seq, int64_t gb
   }
 }
 
+void add_dropout_options(CLI::App* c, DropoutArgs& d) {
+  c->add_option("--attention-dropout", d.attention,
+                "attention-probability dropout in [0, 1) (default: the model's; --arch gpt 0.1, Megatron-LM's default); "
+                "inside fused attention it costs a mask draw per attended pair (docs/compute.md)");
+  c->add_option("--hidden-dropout", d.hidden,
+                "dropout on each block's output and the embedding in [0, 1) (default: the model's); saves a 1-byte mask");
+}
+
+void apply_dropout(model::ModelSpec& m, const DropoutArgs& d) {
+  for (const auto& [flag, p] : {std::pair<const char*, double>{"--attention-dropout", d.attention}, {"--hidden-dropout", d.hidden}}) {
+    if (p == -1.0) continue;  // not given (DropoutArgs' default)
+    if (!(p >= 0.0 && p < 1.0)) {
+      throw InputError(kCl.with_key(flag), fmt::format("expected a probability in [0, 1), found {}", p));
+    }
+  }
+  if (d.attention != -1.0) m.dropout.attention = d.attention;
+  if (d.hidden != -1.0) {
+    m.dropout.hidden = d.hidden;
+    m.dropout.embedding = d.hidden;
+  }
+}
+
+io::Json dropout_json(const model::ModelSpec& m) {
+  return io::Json{{"attention", m.dropout.attention}, {"hidden", m.dropout.hidden}};
+}
+
 void add_video_options(CLI::App* c, VideoArgs& v) {
   c->add_option("--frames", v.frames, "DiT: video frames per sample (default: the model's, e.g. 81)");
   c->add_option("--resolution", v.resolution, "DiT: video height x width in pixels, e.g. 720x1280")->type_name("HxW");

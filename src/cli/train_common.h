@@ -37,6 +37,19 @@ void add_video_options(CLI::App* c, VideoArgs& v);
 // for video flags on a model that is not a DiT, and for a --seq (seq_given) that contradicts the video.
 int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool seq_given);
 
+// Dropout probabilities of the model (model::Dropout), as Megatron-LM's --attention-dropout and
+// --hidden-dropout set them; -1 (the default): the model's own (Megatron's 0.1 for --arch gpt, 0 for Llama-style
+// models and whatever a config.json or catalog entry says). NeMo's model configs set both to 0.
+struct DropoutArgs {
+  double attention = -1.0, hidden = -1.0;
+};
+void add_dropout_options(CLI::App* c, DropoutArgs& d);
+// Applies them (the hidden probability also to the embedding dropout, as Megatron does). InputError
+// naming the flag for a probability outside [0, 1).
+void apply_dropout(model::ModelSpec& m, const DropoutArgs& d);
+// {"attention": p, "hidden": p} of the model as run.
+io::Json dropout_json(const model::ModelSpec& m);
+
 // The scale of a training step, checked before anything is simulated (train and plan train): --gpus and
 // --seq at most 2^24, --gbs at most 2^30, and the step's model FLOPs per GPU (gbs x seq tokens at
 // model::training_flops_per_token) at most 1e5 s at the GPU's dense peak in `precision`. The last bound

@@ -45,7 +45,7 @@ const std::vector<std::string>& measured_run_columns() {
 const std::vector<std::string>& measured_run_optional_columns() {
   static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
                                              "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers",
-                                             "optimizer_dtype", "master_weights", "fp8_recipe", "etp"};
+                                             "optimizer_dtype", "master_weights", "fp8_recipe", "etp", "dropout"};
   return v;
 }
 
@@ -217,6 +217,17 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!optional("first_stage_layers").empty()) r.first_stage_layers = integer("first_stage_layers", 1, kBig, false);
     if (!optional("last_stage_layers").empty()) r.last_stage_layers = integer("last_stage_layers", 1, kBig, false);
     if (!optional("etp").empty()) r.etp = integer("etp", 1, kBig, false);
+    if (const std::string& v = optional("dropout"); !v.empty()) {
+      size_t used = 0;
+      try {
+        r.dropout = std::stod(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || !(r.dropout >= 0.0 && r.dropout < 1.0)) {
+        throw InputError(at.with_key("dropout"), fmt::format("expected a probability in [0, 1), found '{}' (row {})", v, r.id));
+      }
+    }
     r.attention_kernel = optional("attention_kernel");
     if (!r.attention_kernel.empty()) compute::parse_attention_kernel(r.attention_kernel, at.with_key("attention_kernel"));
     r.optimizer_dtype = optional("optimizer_dtype");
@@ -352,6 +363,10 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (!r.optimizer_dtype.empty()) f.emplace_back("--optimizer-dtype", r.optimizer_dtype);
   if (!r.master_weights.empty()) f.emplace_back("--master-weights", r.master_weights);
   if (!r.fp8_recipe.empty()) f.emplace_back("--fp8-recipe", r.fp8_recipe);
+  if (r.dropout >= 0.0) {
+    f.emplace_back("--attention-dropout", fmt::format("{:g}", r.dropout));
+    f.emplace_back("--hidden-dropout", fmt::format("{:g}", r.dropout));
+  }
   return f;
 }
 

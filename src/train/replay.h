@@ -40,6 +40,9 @@
 //     126 layers over pp 8 x vp 8; empty: even).
 //   optimizer_dtype: fp32 | bf16 | fp16, Adam's moments (--optimizer-dtype; empty: fp32).
 //   fp8_recipe: delayed | current | mxfp8 (--fp8-recipe; empty: delayed), for precision fp8 rows.
+//   dropout: the attention and hidden dropout probability in [0, 1) (--attention-dropout and
+//     --hidden-dropout; empty: the model's, Megatron-LM's 0.1 for arch gpt). NeMo's GPT-3 175B and
+//     Nemotron configs set both to 0.
 //   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32). NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once
@@ -69,6 +72,7 @@ struct MeasuredRun {
   int64_t etp = 0;                                         // optional column, 0 = tp
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   std::string fp8_recipe;                       // optional column, "" = delayed
+  double dropout = -1.0;  // optional column: attention and hidden dropout, -1 = not stated (the model's)
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;
   int64_t seq = 0;  // 0: not stated

@@ -72,6 +72,7 @@ TEST(Replay, ReadsRowsAndFillsWhatTheSourceLeavesUnstated) {
   EXPECT_EQ(f.at("--tp-comm-overlap"), "yes");  // the Megatron-Core source states TP overlap
   EXPECT_EQ(f.at("--attention-kernel"), "default");
   EXPECT_EQ(f.at("--fusion"), "fused");
+  EXPECT_EQ(f.at("--grad-accum-fusion"), "yes");  // Megatron's default gradient-accumulation fusion
   EXPECT_EQ(f.at("--flash-attention"), "yes");
   EXPECT_EQ(f.at("--gpu"), "h100-sxm");
   EXPECT_EQ(f.at("--nic-bandwidth"), "400 Gb/s");
@@ -80,6 +81,7 @@ TEST(Replay, ReadsRowsAndFillsWhatTheSourceLeavesUnstated) {
   EXPECT_EQ(g.at("--recompute"), "selective-op");  // torchtitan's selective is op-level SAC
   EXPECT_EQ(g.at("--attention-kernel"), "fa2");    // PyTorch SDPA's FlashAttention-2
   EXPECT_EQ(g.at("--fusion"), "eager");            // the row's notes say eager
+  EXPECT_EQ(g.at("--grad-accum-fusion"), "no");    // autograd writes bf16 gradients (FSDP2 reduces them)
   EXPECT_EQ(g.at("--gpu"), "h100-sxm-96gb");
   EXPECT_EQ(g.at("--tp-comm-overlap"), "no");
 }
@@ -280,6 +282,34 @@ TEST(Replay, ExpertTpColumnMapsOntoItsFlag) {
   std::string zero = row;
   zero.replace(zero.rfind(",1\n"), 3, ",0\n");
   EXPECT_NE(error_of(h + zero).find("[etp]"), std::string::npos);
+}
+
+// dropout: NeMo's GPT-3 175B and Nemotron configs set attention and hidden dropout to 0 where arch gpt
+// would take Megatron-LM's 0.1 (data/published/nemo_h100_bf16.csv); the column maps onto both
+// --attention-dropout and --hidden-dropout, an empty cell adds neither, and a probability outside [0, 1)
+// or a word names its column. Every Megatron-based source gets --grad-accum-fusion yes, torchtitan and
+// the SC'21 rows no (replay.cc).
+TEST(Replay, DropoutColumnMapsOntoBothDropoutFlags) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",dropout\n";
+  const std::string row = "N6,nemo-dgxc-2411,gpt,175,96,12288,96,96,49152,51200,2048,h100-sxm,128,4,8,4,1,1,12,1,256,yes,"
+                          "none,bf16,distopt,step_time_s,8.91,x,0\n";
+  const auto runs = read_measured_runs(write("dropout", h + row));
+  ASSERT_EQ(runs.size(), 1u);
+  auto f = flags(runs[0]);
+  EXPECT_EQ(f["--attention-dropout"], "0");
+  EXPECT_EQ(f["--hidden-dropout"], "0");
+  EXPECT_EQ(f["--grad-accum-fusion"], "yes");
+  std::string none = row;
+  none.replace(none.rfind(",0\n"), 3, ",\n");
+  f = flags(read_measured_runs(write("dropout_none", h + none))[0]);
+  EXPECT_EQ(f.count("--attention-dropout") + f.count("--hidden-dropout"), 0u);
+  for (const char* bad : {",1\n", ",-0.1\n", ",some\n"}) {
+    std::string b = row;
+    b.replace(b.rfind(",0\n"), 3, bad);
+    const std::string e = error_of(h + b);
+    EXPECT_NE(e.find("[dropout]"), std::string::npos) << bad << ": " << e;
+    EXPECT_NE(e.find("expected a probability in [0, 1)"), std::string::npos) << bad << ": " << e;
+  }
 }
 
 // optimizer_dtype / master_weights: NeMo's distributed Adam at optim.dtype bf16 on a bf16 model keeps

@@ -186,9 +186,11 @@ TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
   // states as their yamls state): median 6.3%, worst 14.6% (N6), every row fast; docs/training.md,
   // "Held-out check". All six fit their 80 GB (N5 came out at 94.2 GiB under fp32 optimizer states).
   // 2026-11-28, with the weight gradients' fp32 accumulation measured on an H100 (Megatron's
-  // gradient-accumulation fusion; these Llama-style models have no dropout): median 3.0%, worst 13.5%.
-  EXPECT_LE(med, 0.035);
-  EXPECT_LE(worst, 0.14);
+  // gradient-accumulation fusion): median 3.0%, worst 13.5%; then with N4-N6 (replayed as arch gpt)
+  // at NeMo's dropout 0 (the table's dropout column, cited there) instead of Megatron-LM's 0.1, whose
+  // hidden-dropout kernels and masks they had carried: median 5.5%, worst 15.2% (N6).
+  EXPECT_LE(med, 0.06);
+  EXPECT_LE(worst, 0.155);
   EXPECT_EQ(unfit, 0);
 }
 
@@ -206,12 +208,13 @@ TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
 // dY cast unfused): the settings follow the source and the kernels TE, whichever way the error goes.
 // All seven fit their 80 GB (F5 did not). 2026-11-28, with the weight gradients' fp32 accumulation
 // measured on an H100 (in fp8 too: TE's wgrad GEMM adds into the fp32 main gradient): median 5.4%,
-// worst 21.0% (F7, unchanged: its experts' grouped GEMMs are a small share of its step), F6 15.0%. The
+// worst 21.0% (F7, unchanged: its experts' grouped GEMMs are a small share of its step), F6 15.0%; with
+// F4-F6 at NeMo's dropout 0 (as the BF16 rows): median 8.7%, worst 21.0% (F6 17.6%). The
 // fp8 GEMMs themselves were measured the same day at these rows' shapes: the model's fp8/bf16 time
 // ratio is within 2.8% median of the measured one (h100_kernels_validation_test).
 TEST(TrainValidation, ReplaysNemoH100Fp8HeldOut) {
   const auto [med, worst, unfit, by_gpu] = replay_held_out("nemo_h100_fp8.csv", 7, "NeMo H100 FP8 rows");
-  EXPECT_LE(med, 0.06);
+  EXPECT_LE(med, 0.09);
   EXPECT_LE(worst, 0.215);
   EXPECT_EQ(unfit, 0);
 }
@@ -226,11 +229,12 @@ TEST(TrainValidation, ReplaysNemoH100Fp8HeldOut) {
 // (Llama 3.1 405B in bf16, 176.7 of 173.2 GiB), whose recompute the source does not state (replayed as
 // none); its fp8 twin GB6 fits since TE's saved fp8 GEMM inputs are counted (layer_costs.cc).
 // 2026-11-28, with the weight gradients' fp32 accumulation (its exposure measured on an H100, taken for
-// Blackwell): median 20.8%, worst 27.1%.
+// Blackwell): median 20.8%, worst 27.1%; with the Nemotron-4 rows GB1-GB2 at NeMo's dropout 0: median
+// 22.8%, worst 28.1% (GB2).
 TEST(TrainValidation, ReplaysNemoGb200HeldOut) {
   const auto [med, worst, unfit, by_gpu] = replay_held_out("nemo_gb200.csv", 6, "NeMo GB200 rows");
-  EXPECT_LE(med, 0.215);
-  EXPECT_LE(worst, 0.275);
+  EXPECT_LE(med, 0.235);
+  EXPECT_LE(worst, 0.285);
   EXPECT_LE(unfit, 1);
 }
 

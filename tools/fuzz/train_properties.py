@@ -27,6 +27,11 @@ plans that differ in one setting. Each relation below holds for every plan, with
   expert tp      --etp 1 (MoE, tp > 1 with SP): the model FLOPs per step (TFLOP/s x step) do not change (the
                  experts' GEMMs take etp / tp of the rows and tp / etp times the columns) and the weights
                  are not smaller (each rank holds its experts whole)
+  grad accum     --grad-accum-fusion yes against no: the model FLOPs and the peak do not change (the fp32
+                 accumulation adds only epilogue traffic to the weight-gradient GEMMs) and the step is not
+                 shorter
+  dropout        --attention-dropout 0.1 against 0: the model FLOPs and the peak do not change (the fused
+                 kernel regenerates its mask instead of saving it) and the step is not shorter
 
 Relations that look as if they should hold but do not always, and why (reported with -v, not failures):
   --overlap-grad-reduce no can be faster: the overlapped DP reduction shares the NIC with EP all-to-alls
@@ -102,6 +107,12 @@ def tensors(d):
     return d['peak_memory_bytes'] - d['memory']['allocator']
 
 
+def same_work(a, b):
+    """The same model FLOPs per step (TFLOP/s x step) and the same peak memory."""
+    fa, fb = a['tflops_per_gpu'] * a['step_time_s'], b['tflops_per_gpu'] * b['step_time_s']
+    return abs(fa - fb) <= 1e-9 * fa and a['peak_memory_bytes'] == b['peak_memory_bytes']
+
+
 # name: (args of run a, args of run b, relation(a, b), must hold)
 PAIRS = {
     'recompute': (['--recompute', 'none'], ['--recompute', 'full'],
@@ -121,6 +132,10 @@ PAIRS = {
     'expert tp': ([], ['--etp', '1'],
                   lambda a, b: abs(a['tflops_per_gpu'] * a['step_time_s'] - b['tflops_per_gpu'] * b['step_time_s'])
                   <= 1e-9 * a['tflops_per_gpu'] * a['step_time_s'] and a['memory']['weights'] <= b['memory']['weights'], True),
+    'grad accum': (['--grad-accum-fusion', 'no'], ['--grad-accum-fusion', 'yes'],
+                   lambda a, b: same_work(a, b) and le(a['step_time_s'], b['step_time_s']), True),
+    'dropout': (['--attention-dropout', '0'], ['--attention-dropout', '0.1'],
+                lambda a, b: same_work(a, b) and le(a['step_time_s'], b['step_time_s']), True),
     'overlap-grad-reduce no': ([], ['--overlap-grad-reduce', 'no'], lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
     'fsdp-prefetch 2': ([], ['--fsdp-prefetch', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
     'grad-bytes 2': ([], ['--grad-bytes', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
