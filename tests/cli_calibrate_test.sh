@@ -40,6 +40,38 @@ if [ "$("$bin" --json "${cal[@]}")" = "$("$bin" --json "${cal[@]}")" ]; then pas
 expect sweep-only 0 "attention.backward" -- calibrate --gpu h100-sxm --sweep "$sweep"
 if ! "$bin" calibrate --gpu h100-sxm --sweep "$sweep" | grep -q '^gemm_efficiency:'; then pass=$((pass+1)); else echo "FAIL sweep-only writes gemm_efficiency"; fail=$((fail+1)); fi
 
+# --extras (tools/gpu/megatron_extras.py's CSV): the fp32 accumulation exposure and the forward dropout
+# rate of the chosen library, the values built in (compute_model.cc cites this file), 16 GEMM pairs and 4
+# attention pairs (heads from the FLOPs the script counted: 16, 16, 12, 7); the file it writes loads.
+extras="$src/data/measured/h100-sxm/megatron_extras.csv"
+if python3 - "$("$bin" --json calibrate --gpu h100-sxm --extras "$extras")" \
+     "$("$bin" --json calibrate --gpu h100-sxm --extras "$extras" --attention-kernel fa2 --out "$tmp/extras.yaml")" <<'PY' 2>/dev/null
+import json, sys
+c, f = (json.loads(x) for x in sys.argv[1:3])
+fc = {x["constant"]: x for x in c["fits"]}
+ff = {x["constant"]: x for x in f["fits"]}
+assert set(fc) == {"fp32_accumulate_exposure", "attention.forward.dropout_pairs_per_s"}, fc.keys()
+assert fc["fp32_accumulate_exposure"]["value"] == "0.65" and fc["fp32_accumulate_exposure"]["kernels"] == 16
+assert fc["attention.forward.dropout_pairs_per_s"]["value"] == "5.82e+11" and fc["attention.forward.dropout_pairs_per_s"]["kernels"] == 4
+assert ff["attention.forward.dropout_pairs_per_s"]["value"] == "1.68e+12"
+assert "forward: {dropout_pairs_per_s: 1.68e+12}" in f["yaml"]
+PY
+then pass=$((pass+1)); else echo "FAIL calibrate --extras"; fail=$((fail+1)); fi
+expect extras-loads 0 "tokens/s" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --calibration "$tmp/extras.yaml"
+printf 'config,op,variant,pass,m,n,k,ms
+E1,qkv,bf16,weight-grad,2048,6144,4096,0.17
+' > "$tmp/notflops.csv"
+expect extras-missing-column 2 "notflops.csv:1.*missing column 'tflops'" -- calibrate --gpu h100-sxm --extras "$tmp/notflops.csv"
+printf 'config,op,variant,pass,m,n,k,ms,tflops,note
+E1,qkv,bf16,weight-grad,2048,6144,4096,0.17,600,
+E1,qkv,fused-fp32,weight-grad,2048,6144,4096,slow,500,
+' > "$tmp/slow.csv"
+expect extras-bad-number 2 "slow.csv:3.*ms.*expected a number, found 'slow'" -- calibrate --gpu h100-sxm --extras "$tmp/slow.csv"
+printf 'config,op,variant,pass,m,n,k,ms,tflops,note
+E1,qkv,bf16,weight-grad,2048,6144,4096,0.17,600,
+' > "$tmp/unpaired.csv"
+expect extras-unpaired 2 "no kernel in the files qualifies" -- calibrate --gpu h100-sxm --extras "$tmp/unpaired.csv"
+
 # Bad input: one line naming the file, line or flag; exit 2; no file written.
 expect no-input 2 "nothing to fit" -- calibrate --gpu h100-sxm
 expect no-gpu 2 "gpu" -- calibrate --kernels "$hot"

@@ -38,6 +38,7 @@ struct CalibrateArgs {
   std::string gpu;
   std::string kernels;
   std::string sweep;
+  std::string extras;
   std::string attention_kernel = "cudnn";
   double min_single_call_ms = 0.1;
   double min_attention_ms = 0.3;
@@ -137,9 +138,9 @@ std::string rate_text(const compute::AttentionRate& r) {
 }
 
 void run_calibrate(Context& ctx, const CalibrateArgs& a) {
-  if (a.kernels.empty() && a.sweep.empty()) {
-    throw InputError(kCl.with_key("--kernels"), "nothing to fit: give --kernels FILE, --sweep FILE or both",
-                     "the CSVs of tools/gpu/training_kernels.py and tools/gpu/attention_sweep.py");
+  if (a.kernels.empty() && a.sweep.empty() && a.extras.empty()) {
+    throw InputError(kCl.with_key("--kernels"), "nothing to fit: give --kernels FILE, --sweep FILE, --extras FILE or several",
+                     "the CSVs of tools/gpu/training_kernels.py, tools/gpu/attention_sweep.py and tools/gpu/megatron_extras.py");
   }
   std::string backend;
   if (a.attention_kernel == "cudnn") {
@@ -155,7 +156,11 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
   const hw::GpuSpec& gpu = ctx.catalog().hw.get_gpu(a.gpu, kCl.with_key("--gpu"));
   const hw::DType dt = hw::DType::kBf16;
   if (!gpu.peak(dt)) throw InputError(kCl.with_key("--gpu"), "GPU '" + gpu.name + "' has no bf16 peak (the kernels are bf16)");
-  const compute::Calibration builtin = compute::default_calibration(gpu);
+  // The built-in constants of the chosen library (the attention rates and their dropout rates differ).
+  const compute::Calibration builtin = compute::with_attention_kernel(
+      compute::default_calibration(gpu), gpu,
+      backend == "cudnn" ? compute::AttentionKernel::kCudnn : compute::AttentionKernel::kFlashAttention2,
+      kCl.with_key("--attention-kernel"));
 
   std::vector<compute::MeasuredGemm> compute_gemms, streaming_gemms;
   std::vector<compute::MeasuredStream> streams;
@@ -208,9 +213,56 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
     }
   }
 
+  // megatron_extras.py: weight-gradient GEMMs plain (variant bf16) and fused into an fp32 C (fused-fp32),
+  // paired by (config, op); attention forwards of the chosen backend at dropout 0 and at p > 0, paired by
+  // config. Its attention rows give no head count: heads = the FLOPs the script counted (tflops x time)
+  // over 4 x 128 x seq (seq + 1) / 2 (causal, head dim in k). Refused variants (ms empty) are skipped.
+  std::vector<compute::MeasuredAccumulate> accumulate;
+  std::vector<compute::MeasuredDropout> dropout;
+  if (!a.extras.empty()) {
+    const Csv x(a.extras, {"config", "op", "variant", "pass", "m", "n", "k", "ms", "tflops"});
+    std::map<std::pair<std::string, std::string>, std::pair<size_t, size_t>> wgrad;  // (config, op) -> bf16 row, fused row
+    std::map<std::string, std::pair<size_t, size_t>> attn;                            // config -> dropout 0 row, p > 0 row
+    constexpr size_t kNone = static_cast<size_t>(-1);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (x.cell(i, "ms").empty()) continue;
+      const std::string& op = x.cell(i, "op");
+      const std::string& variant = x.cell(i, "variant");
+      if (x.cell(i, "pass") == "weight-grad" && (variant == "bf16" || variant == "fused-fp32")) {
+        auto& slot = wgrad.try_emplace({x.cell(i, "config"), op}, kNone, kNone).first->second;
+        (variant == "bf16" ? slot.first : slot.second) = i;
+      } else if (op == "attention" && x.cell(i, "pass") == "forward" && variant.rfind(backend + "-dropout", 0) == 0) {
+        const std::string p = variant.substr(backend.size() + 8);
+        auto& slot = attn.try_emplace(x.cell(i, "config"), kNone, kNone).first->second;
+        (p == "0" ? slot.first : slot.second) = i;
+      }
+    }
+    for (const auto& [key, rows] : wgrad) {
+      if (rows.first == kNone || rows.second == kNone) continue;
+      accumulate.push_back({x.positive(rows.second, "m"), x.count(rows.second, "n"), x.count(rows.second, "k"),
+                            x.positive(rows.first, "ms"), x.positive(rows.second, "ms")});
+    }
+    for (const auto& [config, rows] : attn) {
+      if (rows.first == kNone || rows.second == kNone) continue;
+      const int64_t seq = x.count(rows.first, "m");
+      const double head_dim = static_cast<double>(x.count(rows.first, "k"));
+      const double flops = x.positive(rows.first, "tflops") * 1e12 * x.positive(rows.first, "ms") * 1e-3;
+      const double heads = std::round(flops / (4.0 * head_dim * static_cast<double>(seq) * static_cast<double>(seq + 1) / 2.0));
+      if (heads < 1.0) throw InputError(x.where(rows.first, "tflops"), "the FLOP count gives no attention head");
+      dropout.push_back({static_cast<int64_t>(heads), seq, x.positive(rows.first, "ms"), x.positive(rows.second, "ms")});
+    }
+  }
+
   compute::Calibration c = builtin;
   std::vector<Fitted> fits;
   compute::FitQuality q;
+  if (!accumulate.empty()) {
+    c = compute::fit_fp32_accumulate(gpu, c, accumulate, dt, q);
+    fits.push_back({"fp32_accumulate_exposure", fmt::format("{:.2f}", c.fp32_accumulate_exposure),
+                    fmt::format("{:.2f}", builtin.fp32_accumulate_exposure), q});
+  }
+  compute::FitQuality dropout_q;
+  if (!dropout.empty()) c = compute::fit_attention_dropout(gpu, c, dropout, dropout_q);
   if (!streams.empty()) {
     c = compute::fit_memory_efficiency(gpu, c, streams, q);
     fits.push_back({"memory_efficiency", fmt::format("{:.2f}", c.memory_efficiency), fmt::format("{:.2f}", builtin.memory_efficiency), q});
@@ -227,35 +279,55 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
   const auto count = [&](compute::Pass p) {
     return std::count_if(attention.begin(), attention.end(), [p](const compute::MeasuredAttention& m) { return m.pass == p; });
   };
+  // The forward's line carries the dropout rate when it was fit (alone when the sweep gave no forward).
+  const auto with_dropout = [&](std::string text) {
+    if (dropout.empty()) return text;
+    text.pop_back();  // '}'
+    return text + fmt::format(", dropout_pairs_per_s: {:.3g}}}", c.attention.dropout_pairs_per_s);
+  };
   if (count(compute::Pass::kForward) > 0) {
     c = compute::fit_attention(gpu, c, attention, compute::Pass::kForward, dt, q);
-    fits.push_back({"attention.forward", rate_text(c.attention), rate_text(builtin.attention), q});
+    fits.push_back({"attention.forward", with_dropout(rate_text(c.attention)), rate_text(builtin.attention), q});
+  }
+  const bool forward_line = count(compute::Pass::kForward) > 0;
+  if (!dropout.empty()) {
+    fits.push_back({"attention.forward.dropout_pairs_per_s", fmt::format("{:.3g}", c.attention.dropout_pairs_per_s),
+                    fmt::format("{:.3g}", builtin.attention.dropout_pairs_per_s), dropout_q});
   }
   if (count(compute::Pass::kBackward) > 0) {
     c = compute::fit_attention(gpu, c, attention, compute::Pass::kBackward, dt, q);
     fits.push_back({"attention.backward", rate_text(c.attention_backward), rate_text(builtin.attention_backward), q});
   }
   if (fits.empty()) {
-    throw InputError(kCl.with_key(a.sweep.empty() ? "--kernels" : "--sweep"),
+    throw InputError(kCl.with_key(!a.sweep.empty() ? "--sweep" : !a.kernels.empty() ? "--kernels" : "--extras"),
                      "no kernel in the files qualifies for any fit (see --min-single-call-ms, --min-attention-ms, "
                      "--attention-kernel)");
   }
 
   std::string source = a.source;
   if (source.empty()) {
-    source = "orrery calibrate from " + (a.kernels.empty() ? std::string() : a.kernels) +
-             (a.kernels.empty() || a.sweep.empty() ? "" : " and ") + a.sweep;
+    std::vector<std::string> files;
+    for (const std::string* f : {&a.kernels, &a.sweep, &a.extras}) {
+      if (!f->empty()) files.push_back(*f);
+    }
+    source = fmt::format("orrery calibrate from {}", fmt::join(files, " and "));
   }
   std::string yaml = fmt::format("# Written by `{}` (docs/compute.md, \"Calibration files\").\n", ctx.command_line);
   yaml += fmt::format("gpu: {}\nsource: \"{}\"\n", gpu.name, source);
   bool attention_header = false;
   for (const Fitted& f : fits) {
+    // The dropout rate goes inside the forward's mapping: merged into the sweep's line, or alone.
+    if (f.constant == "attention.forward.dropout_pairs_per_s" && forward_line) continue;
     const std::string note = fmt::format("# {} kernels, median |error| {:.1f}%, worst {:.1f}%; built-in {}", f.quality.kernels,
                                          100.0 * f.quality.median_abs_error, 100.0 * f.quality.worst_abs_error, f.builtin);
     if (f.constant.rfind("attention.", 0) == 0) {
       if (!attention_header) yaml += "attention:\n";
       attention_header = true;
-      yaml += fmt::format("  {}: {}  {}\n", f.constant.substr(10), f.value, note);
+      if (f.constant == "attention.forward.dropout_pairs_per_s") {
+        yaml += fmt::format("  forward: {{dropout_pairs_per_s: {}}}  {}\n", f.value, note);
+      } else {
+        yaml += fmt::format("  {}: {}  {}\n", f.constant.substr(10), f.value, note);
+      }
     } else {
       yaml += fmt::format("{}: {}  {}\n", f.constant, f.value, note);
     }
@@ -304,7 +376,11 @@ void register_calibrate_command(CLI::App& app, std::vector<std::pair<CLI::App*, 
   c->add_option("--kernels", a->kernels, "tools/gpu/training_kernels.py's CSV (GEMMs, copies, residual adds)")->type_name("FILE");
   c->add_option("--sweep", a->sweep, "tools/gpu/attention_sweep.py's CSV (fused attention, weight-streaming GEMMs)")
       ->type_name("FILE");
-  c->add_option("--attention-kernel", a->attention_kernel, "the sweep's attention backend to fit: cudnn | fa2")
+  c->add_option("--extras", a->extras,
+                "tools/gpu/megatron_extras.py's CSV (weight gradients added into fp32, attention at dropout 0 and p): "
+                "fits fp32_accumulate_exposure and the forward's dropout rate")
+      ->type_name("FILE");
+  c->add_option("--attention-kernel", a->attention_kernel, "the attention backend to fit (--sweep, --extras): cudnn | fa2")
       ->capture_default_str();
   c->add_option("--min-single-call-ms", a->min_single_call_ms,
                 "leave out --kernels timings shorter than this (the host's launch latency is in them)")

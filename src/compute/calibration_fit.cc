@@ -118,7 +118,7 @@ Calibration fit_attention(const hw::GpuSpec& gpu, Calibration base, std::span<co
       for (int e = 20; e < 100; e += 2) {
         Calibration c = base;
         AttentionRate& r = pass == Pass::kForward ? c.attention : c.attention_backward;
-        r = AttentionRate{e / 100.0, half, c0};
+        r = AttentionRate{e / 100.0, half, c0, r.dropout_pairs_per_s};  // the dropout rate is fit apart
         candidates.push_back(c);
       }
     }
@@ -135,6 +135,62 @@ Calibration fit_attention(const hw::GpuSpec& gpu, Calibration base, std::span<co
                   return p;
                 },
                 quality);
+}
+
+Calibration fit_fp32_accumulate(const hw::GpuSpec& gpu, Calibration base, std::span<const MeasuredAccumulate> gemms,
+                                hw::DType dtype, FitQuality& quality) {
+  ORRERY_ASSERT(!gemms.empty());
+  // The extra time is exposure x x with x the extra traffic at the datasheet bandwidth
+  // (ComputeModel::fp32_accumulate at exposure 1): least squares through the origin, sum xy / sum x^2.
+  Calibration unit = base;
+  unit.fp32_accumulate_exposure = 1.0;
+  const ComputeModel at_one(gpu, unit);
+  double sxy = 0.0, sxx = 0.0;
+  for (const MeasuredAccumulate& g : gemms) {
+    ORRERY_ASSERT(g.plain_ms > 0.0 && g.fused_ms > 0.0);
+    const double x = at_one.fp32_accumulate(GemmShape{g.m, g.n, g.k, 1}, dtype).to_ms();
+    sxy += x * (g.fused_ms - g.plain_ms);
+    sxx += x * x;
+  }
+  base.fp32_accumulate_exposure = sxx > 0.0 ? std::clamp(std::round(100.0 * sxy / sxx) / 100.0, 0.0, 1.0) : 0.0;
+  const ComputeModel cm(gpu, base);
+  std::vector<double> predicted, measured;
+  for (const MeasuredAccumulate& g : gemms) {
+    const GemmShape s{g.m, g.n, g.k, 1};
+    predicted.push_back((cm.gemm(s, dtype) + cm.fp32_accumulate(s, dtype)).to_ms());
+    measured.push_back(g.fused_ms);
+  }
+  quality = quality_of(predicted, measured);
+  return base;
+}
+
+Calibration fit_attention_dropout(const hw::GpuSpec& gpu, Calibration base, std::span<const MeasuredDropout> kernels,
+                                  FitQuality& quality) {
+  ORRERY_ASSERT(!kernels.empty());
+  (void)gpu;
+  // Pooled: every mask element drawn over the summed extra time, to three significant figures.
+  double elements = 0.0, seconds = 0.0;
+  for (const MeasuredDropout& k : kernels) {
+    ORRERY_ASSERT(k.heads >= 1 && k.seq >= 1 && k.plain_ms > 0.0 && k.dropped_ms > 0.0);
+    elements += static_cast<double>(k.heads) * static_cast<double>(k.seq) * static_cast<double>(k.seq + 1) / 2.0;
+    seconds += (k.dropped_ms - k.plain_ms) * 1e-3;
+  }
+  if (!(seconds > 0.0)) {
+    quality = FitQuality{kernels.size(), 1.0, 1.0};
+    base.attention.dropout_pairs_per_s = 0.0;  // no measurable cost
+    return base;
+  }
+  const double rate = elements / seconds;
+  const double scale = std::pow(10.0, std::floor(std::log10(rate)) - 2.0);
+  base.attention.dropout_pairs_per_s = std::round(rate / scale) * scale;
+  std::vector<double> predicted, measured;
+  for (const MeasuredDropout& k : kernels) {
+    const double pairs = static_cast<double>(k.heads) * static_cast<double>(k.seq) * static_cast<double>(k.seq + 1) / 2.0;
+    predicted.push_back(pairs / base.attention.dropout_pairs_per_s * 1e3);
+    measured.push_back(std::max(1e-9, k.dropped_ms - k.plain_ms));
+  }
+  quality = quality_of(predicted, measured);
+  return base;
 }
 
 }  // namespace orrery::compute

@@ -36,6 +36,21 @@ struct MeasuredAttention {  // causal, head dim 128, every sequence `seq` tokens
   double ms = 0.0;
 };
 
+struct MeasuredAccumulate {  // a weight-gradient GEMM m x n over k, plain and adding into an fp32 C
+  double m = 0.0;
+  int64_t n = 0;
+  int64_t k = 0;
+  double plain_ms = 0.0;
+  double fused_ms = 0.0;
+};
+
+struct MeasuredDropout {  // one causal fused-attention forward (head dim 128) at dropout 0 and at p > 0
+  int64_t heads = 1;
+  int64_t seq = 1;
+  double plain_ms = 0.0;
+  double dropped_ms = 0.0;
+};
+
 // How well a fitted constant reproduces the kernels it was fit on.
 struct FitQuality {
   size_t kernels = 0;
@@ -58,5 +73,16 @@ Calibration fit_memory_efficiency(const hw::GpuSpec& gpu, Calibration base, std:
 // {0, 0.25, 0.5, 1, 1.5, 2, 3}; half length {0, 256, 512, 1024}. Only the kernels of `pass` are used.
 Calibration fit_attention(const hw::GpuSpec& gpu, Calibration base, std::span<const MeasuredAttention> kernels,
                           Pass pass, hw::DType dtype, FitQuality& quality);
+
+// fp32_accumulate_exposure: the least-squares fraction (rounded to 0.01, within [0, 1]) of the extra
+// fp32 traffic's time at the datasheet bandwidth that explains fused - plain; `quality` compares the
+// whole fused GEMM (ComputeModel::gemm + fp32_accumulate) with its measured time.
+Calibration fit_fp32_accumulate(const hw::GpuSpec& gpu, Calibration base, std::span<const MeasuredAccumulate> gemms,
+                                hw::DType dtype, FitQuality& quality);
+// attention.dropout_pairs_per_s (the forward): the pooled rate, mask elements (heads x seq (seq + 1) / 2
+// per kernel) over the summed extra time, to three significant figures (0 when dropout cost nothing);
+// `quality` compares each kernel's extra time with pairs / rate.
+Calibration fit_attention_dropout(const hw::GpuSpec& gpu, Calibration base, std::span<const MeasuredDropout> kernels,
+                                  FitQuality& quality);
 
 }  // namespace orrery::compute

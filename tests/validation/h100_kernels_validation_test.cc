@@ -437,6 +437,16 @@ TEST_F(H100Kernels, BuiltInAttentionDropoutRatesAreTheMeasuredOnes) {
     std::cout << fmt::format("dropout rate {:<15} measured {:.3e} pairs/s, built-in {:.3e}\n", names[i], measured[i], builtin[i]);
     EXPECT_NEAR(builtin[i] / measured[i], 1.0, 0.005) << names[i];  // rounded to three figures
   }
+  // `orrery calibrate --extras` (compute::fit_attention_dropout) finds the two forward rates too.
+  for (const auto& [lib, expected] : {std::pair<std::string, double>{"cudnn", builtin[0]}, {"flash", builtin[2]}}) {
+    std::vector<compute::MeasuredDropout> kernels;
+    for (const auto& [cfg, h] : heads) {
+      kernels.push_back({static_cast<int64_t>(h), 4096, extras_ms(ex, cfg, "attention", lib + "-dropout0", "forward"),
+                         extras_ms(ex, cfg, "attention", lib + "-dropout0.1", "forward")});
+    }
+    compute::FitQuality q;
+    EXPECT_DOUBLE_EQ(compute::fit_attention_dropout(gpu(), cudnn, kernels, q).attention.dropout_pairs_per_s, expected) << lib;
+  }
   for (const auto& [cfg, h] : heads) {
     for (const auto& [lib, rate] : {std::pair<std::string, double>{"cudnn", builtin[0]}, {"flash", builtin[2]}}) {
       print_row("dropout", fmt::format("{} {} {:.0f} heads forward +ms", cfg, lib, h), h * pairs / rate * 1e3,
@@ -478,6 +488,16 @@ TEST_F(H100Kernels, BuiltInFp32AccumulateExposureIsTheFitOnTheWgradGemms) {
   std::cout << fmt::format("fp32 accumulation exposure: least squares {:.4f}, built-in {:.2f}\n", sxy / sxx,
                            cm.calibration().fp32_accumulate_exposure);
   EXPECT_NEAR(cm.calibration().fp32_accumulate_exposure, sxy / sxx, 0.005);
+  // `orrery calibrate --extras` (compute::fit_fp32_accumulate) finds the built-in value.
+  std::vector<compute::MeasuredAccumulate> pairs;
+  for (const auto& r : ex) {
+    if (r.at("pass") != "weight-grad" || r.at("variant") != "fused-fp32") continue;
+    pairs.push_back({std::stod(r.at("m")), std::stoll(r.at("n")), std::stoll(r.at("k")),
+                     extras_ms(ex, r.at("config"), r.at("op"), "bf16", "weight-grad"), std::stod(r.at("ms"))});
+  }
+  compute::FitQuality fit_q;
+  EXPECT_DOUBLE_EQ(compute::fit_fp32_accumulate(gpu(), cm.calibration(), pairs, hw::DType::kBf16, fit_q).fp32_accumulate_exposure,
+                   cm.calibration().fp32_accumulate_exposure);
   print_summary("wgrad+fp32", fused);
   EXPECT_GE(fused.abs_pct.size(), 12u);
   EXPECT_LE(fused.median(), kMedianTarget);
