@@ -278,6 +278,32 @@ PY
 then pass=$((pass+1)); else echo "FAIL attention-dropout"; fail=$((fail+1)); fi
 expect bad-attention-dropout 2 "--attention-dropout: expected a probability in \[0, 1), found 1.5" -- "${one[@]}" --attention-dropout 1.5
 expect bad-hidden-dropout 2 "--hidden-dropout: expected a probability in \[0, 1), found -0.2" -- "${one[@]}" --hidden-dropout -0.2
+# --recompute-modules (train/plan.h): on DeepSeek-V3 (TP 2, PP 16 as 3 + 14 x 4 + 2, EP 64, ETP 1; the NeMo
+# recipe's shape) recomputing MLA's up projections drops the core's Q, K, V from every layer's saved
+# activations, so the activations and the peak shrink, the step grows by that recompute, the model FLOPs
+# stay and the run records the modules; "selective:mla_up_proj" in the table. Bad lists are one-line
+# errors naming the flag: a module the model lacks, the refused "moe", a list without --recompute
+# selective, and the same for plan train.
+dsv3=(train --model deepseek-v3 --gpu h100-sxm --gpus 1024 --tp 2 --pp 16 --dp 32 --ep 64 --etp 1 --gbs 8192 --seq 4096 --sp yes --dp-sharding distopt --first-stage-layers 3 --last-stage-layers 2 --recompute selective)
+"$bin" --json "${dsv3[@]}" > "$tmp/dsv3_core.json" 2>/dev/null
+"$bin" --json "${dsv3[@]}" --recompute-modules mla_up_proj > "$tmp/dsv3_up.json" 2>/dev/null
+if python3 - "$tmp/dsv3_core.json" "$tmp/dsv3_up.json" <<'PY' 2>/dev/null
+import json, sys
+core, up = (json.load(open(x)) for x in sys.argv[1:3])
+assert core["plan"]["recompute_modules"] == ["core_attn"] and up["plan"]["recompute_modules"] == ["mla_up_proj"]
+assert up["memory"]["activations"] < core["memory"]["activations"] and up["peak_memory_bytes"] < core["peak_memory_bytes"]
+assert up["step_time_s"] != core["step_time_s"] and up["time"]["recompute"] > 0
+fc, fu = core["tflops_per_gpu"] * core["step_time_s"], up["tflops_per_gpu"] * up["step_time_s"]
+assert abs(fc - fu) <= 1e-9 * fc
+PY
+then pass=$((pass+1)); else echo "FAIL recompute-modules"; fail=$((fail+1)); fi
+expect recompute-modules-table 0 "selective:mla_up_proj" -- "${dsv3[@]}" --recompute-modules mla_up_proj
+expect recompute-modules-missing 2 "recompute_modules: mla_up_proj needs multi-latent attention" -- "${one[@]}" --recompute selective --recompute-modules mla_up_proj
+expect recompute-modules-moe 2 "--recompute-modules: module 'moe'.*all-to-alls" -- "${dsv3[@]}" --recompute-modules moe
+expect recompute-modules-typo 2 "did you mean 'moe_act'" -- "${dsv3[@]}" --recompute-modules moe_ac
+expect recompute-modules-mode 2 "--recompute-modules: applies to --recompute selective" -- "${one[@]}" --recompute full --recompute-modules mlp
+expect plan-recompute-modules 2 "--recompute-modules: moe_act needs an MoE model" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --recompute-modules moe_act
+expect plan-recompute-modules-mode 2 "applies when --recomputes includes selective" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --recomputes none,full --recompute-modules mlp
 expect plan-bad-dropout 2 "--attention-dropout: expected a probability" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --attention-dropout 2
 expect bad-hf-config 2 "" -- train --hf-config "$tmp/missing.json" --gpu h100-sxm --gpus 1 --gbs 1
 

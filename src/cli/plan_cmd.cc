@@ -60,6 +60,7 @@ struct PlanTrainArgs {
   std::string schedules = "gpipe,1f1b,interleaved,zero-bubble";
   std::string shardings = "none,zero1,zero2,zero3,hsdp";
   std::string recomputes = "none,selective,full";
+  std::string recompute_modules;  // --recompute-modules: what the selective plans re-run (empty: core_attn)
   std::string sp = "both";
   std::string unshard = "no";  // --unsharding
   std::string partial_recompute = "no";  // --partial-recompute
@@ -373,6 +374,17 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.load_imbalance = a.load_imbalance;
   // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers, parsed by make_space).
   o.space = make_space(a);
+  {
+    const bool selective = std::find(o.space.recomputes.begin(), o.space.recomputes.end(), tr::Recompute::kSelective) !=
+                           o.space.recomputes.end();
+    if (!a.recompute_modules.empty() && !selective) {
+      throw InputError(kCl.with_key("--recompute-modules"), "applies when --recomputes includes selective");
+    }
+    o.base.recompute_modules = parse_recompute_modules_flag(a.recompute_modules, tr::Recompute::kSelective);
+    if (const std::string why = tr::recompute_modules_error(model, o.base.recompute_modules); !why.empty()) {
+      throw InputError(kCl.with_key("--recompute-modules"), why);
+    }
+  }
   if (precisions.size() > 1) o.space.precisions = precisions;
   const std::vector<tr::MoeDispatcher>& dispatchers = o.space.moe_dispatchers;
   const bool deepep = std::find(dispatchers.begin(), dispatchers.end(), tr::MoeDispatcher::kDeepEp) != dispatchers.end();
@@ -581,6 +593,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--schedules", a->schedules, "pipeline schedules to try (comma-separated)")->capture_default_str();
   c->add_option("--shardings", a->shardings, "DP shardings to try: none, zero1, zero2, zero3, hsdp")->capture_default_str();
   c->add_option("--recomputes", a->recomputes, "recompute modes to try (none, selective, selective-op, full)")->capture_default_str();
+  c->add_option("--recompute-modules", a->recompute_modules,
+                "the modules selective plans re-run (Megatron-Core's --recompute-modules; default core_attn): core_attn, "
+                "mla_up_proj, moe_act, layernorm, mlp, shared_experts");
   c->add_option("--sp", a->sp, "sequence parallelism with TP: both | yes | no")->capture_default_str();
   c->add_option("--unsharding", a->unshard,
                 "ZeRO-3/HSDP plans also with the most layers kept gathered that the budget allows (sharding shown as +uK): yes | no")

@@ -44,6 +44,7 @@ struct TrainArgs {
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
+  std::string recompute_modules;  // --recompute-modules; empty: core_attn
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
@@ -127,6 +128,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.sp = parse_yes_no(a.sp, "--sp");
   p.recompute = tr::parse_recompute(a.recompute, kCl.with_key("--recompute"));
   p.recompute_layers = a.recompute_layers;
+  p.recompute_modules = parse_recompute_modules_flag(a.recompute_modules, p.recompute);
   p.precision = tr::parse_precision(a.precision, kCl.with_key("--precision"));
   p.sharding = tr::parse_sharding(a.dp_sharding, kCl.with_key("--dp-sharding"));
   p.shard_group = a.shard_group;
@@ -480,9 +482,11 @@ void run_train(Context& ctx, const TrainArgs& a) {
       plan.uneven_stages() ? fmt::format(" (layers {} first, {} last)", tr::stage_layers(plan, model.layers, 0),
                                          tr::stage_layers(plan, model.layers, plan.pp - 1))
                            : std::string();
-  Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}",
+  Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}, "
+                                            "recompute {}",
                                             model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, plan.ep,
-                                            plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq));
+                                            plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq,
+                                            recompute_label(plan)));
   if (model.is_dit()) {
     const model::DitSpec& v = model.dit;
     s.add_row({"video tokens (seq)",
@@ -623,6 +627,9 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--sp", a->sp, "sequence parallelism: yes | no")->capture_default_str();
   c->add_option("--recompute", a->recompute, "activation recompute: none | selective (attention core) | selective-op (torchtitan op-level SAC) | full")->capture_default_str();
   c->add_option("--recompute-layers", a->recompute_layers, "full recompute on this many layers per pipeline rank (-1 all)");
+  c->add_option("--recompute-modules", a->recompute_modules,
+                "--recompute selective: the modules re-run, Megatron-Core's --recompute-modules (default core_attn): "
+                "core_attn, mla_up_proj, moe_act, layernorm, mlp, shared_experts");
   c->add_option("--precision", a->precision, "bf16 | fp16 | fp8")->capture_default_str();
   c->add_option("--dp-sharding", a->dp_sharding, "none | distopt (zero1) | zero2 | fsdp (zero3) | hsdp")->capture_default_str();
   c->add_option("--shard-group", a->shard_group, "HSDP: DP ranks per shard group (0 = all)");

@@ -252,6 +252,17 @@ bool parse_fusion(const std::string& fusion) {
                    suggest(fusion, {"fused", "eager"}));
 }
 
+uint32_t parse_recompute_modules_flag(const std::string& list, train::Recompute recompute) {
+  const uint32_t core = train::module_bit(train::RecomputeModule::kCoreAttn);
+  if (list.empty()) return core;
+  const Where w = kCl.with_key("--recompute-modules");
+  const uint32_t modules = train::parse_recompute_modules(list, w);
+  if (recompute != train::Recompute::kSelective && modules != core) {
+    throw InputError(w, "applies to --recompute selective (Megatron-Core's --recompute-granularity selective)");
+  }
+  return modules;
+}
+
 bool parse_grad_accum_fusion(const std::string& value, bool eager, int64_t grad_bytes) {
   const std::string l = to_lower(trim(value));
   if (l == "auto") return !eager && grad_bytes == 4;
@@ -374,6 +385,11 @@ std::string schedule_label(const train::Plan& p) {
 std::string recompute_label(const train::Plan& p) {
   // "full:K": full recompute on the first K layers of each pipeline rank (Plan::recompute_layers).
   if (p.recompute == train::Recompute::kFull && p.recompute_layers >= 0) return fmt::format("full:{}", p.recompute_layers);
+  // "selective:core_attn+mla_up_proj": selective recompute of modules other than the default attention core.
+  const uint32_t core = train::module_bit(train::RecomputeModule::kCoreAttn);
+  if (p.recompute == train::Recompute::kSelective && p.recompute_modules != core) {
+    return fmt::format("selective:{}", fmt::join(train::recompute_module_names(p.recompute_modules), "+"));
+  }
   return std::string(train::recompute_name(p.recompute));
 }
 
@@ -428,6 +444,9 @@ io::Json plan_json(const train::Plan& p) {
                   {"unsharded_layers", p.unsharded_layers},
                   {"recompute", train::recompute_name(p.recompute)},
                   {"recompute_layers", p.recompute_layers},
+                  {"recompute_modules", p.recompute == train::Recompute::kSelective
+                                            ? io::Json(train::recompute_module_names(p.recompute_modules))
+                                            : io::Json::array()},
                   {"activation_offload", p.activation_offload},
                   {"offload_layers", p.offload_layers},
                   {"optimizer_offload", p.optimizer_offload},

@@ -93,6 +93,9 @@ bool parse_fusion(const std::string& fusion);
 // --grad-accum-fusion auto | yes | no (train::Plan::grad_accum_fusion); auto: yes with fused kernels and
 // fp32 main gradients (Megatron-Core's default), no with eager kernels (PyTorch autograd) or 2-byte ones.
 bool parse_grad_accum_fusion(const std::string& value, bool eager, int64_t grad_bytes);
+// --recompute-modules LIST (train::Plan::recompute_modules): empty gives the attention core alone; a list
+// other than core_attn needs `recompute` selective (InputError naming the flag otherwise).
+uint32_t parse_recompute_modules_flag(const std::string& list, train::Recompute recompute);
 
 // --allocator none | classic | expandable (train/caching_allocator.h); InputError naming the flag, with
 // the nearest name, otherwise.

@@ -154,7 +154,10 @@ struct Ctx {
   Fp8Layout fp8;       // how TE quantizes fp8 GEMM operands on this GPU under this plan
   int64_t window = 0;  // the layer's sliding window (0: none)
   int64_t matmuls = 0;  // op-level SAC: matmuls issued so far in this layer
+  bool moe_layer = false;  // the layer's ops include an MoE router
 };
+
+size_t mod(RecomputeModule m) { return static_cast<size_t>(m); }
 
 // The output widths of the matmuls an unfused module issues for one inventory GEMM (per rank, before
 // TP): a fused QKV projection is q, k, v; a gated up projection is gate, up; anything else is one.
@@ -185,12 +188,12 @@ void add_fp8_saved_input(const Ctx& x, std::string_view name, Bytes saved, Layer
     const hw::DType core = x.p.fp8_attention ? hw::DType::kFp8 : x.p.activation_dtype();
     const Bytes held = Bytes::from_double(elems * d(hw::dtype_bytes(core)));
     c.act_none += held;
-    c.act_selective -= held;  // cost_of adds act_none to act_selective: the core keeps no O there
+    c.module_dropped[mod(RecomputeModule::kCoreAttn)] += held;  // the checkpointed core keeps no O
   }
 }
 
-// Adds the cost of one op to `c`.
-void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
+// Adds the cost of one op to `c` (add_op below also books it to the recompute modules it belongs to).
+void add_op_costs(Ctx& x, const model::Op& op, LayerCost& c) {
   const int64_t tp = x.p.tp;
   const Shard sh = classify(op);
   const hw::DType dt = x.p.precision;
@@ -339,8 +342,8 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     }
     c.fwd += f;
     c.bwd_input += b;
+    c.attn_core_bwd += b;
     c.recompute_full += f;
-    c.recompute_selective += f;
     // Op-level SAC keeps the attention output and its fp32 log-sum-exp (one per query and head).
     const double out_width = d(x.m.heads) * d(h.head_dim_v);
     c.act_op += Bytes::from_double(d(x.shape.tokens()) * (out_width * d(hw::dtype_bytes(adt)) + d(x.m.heads) * 4.0) / d(tp));
@@ -370,7 +373,13 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
     // Selective recompute keeps none of the core's own saved tensors, only Q, K, V (Korthikanti Sec.
     // 4.2) as the recompute checkpoint's inputs: the qkv projection's output, in the activation dtype
     // (under FP8 DPA too: the core quantizes inside). In bf16 they are the core's Q, K, V.
-    c.act_selective -= Bytes::from_double(core_saved - qkv_elems * act_bytes);
+    c.module_dropped[mod(RecomputeModule::kCoreAttn)] += Bytes::from_double(core_saved - qkv_elems * act_bytes);
+    // MLA's up-projection recompute frees those Q, K, V (the up projections' outputs) after the core's
+    // forward and rebuilds them before its backward (Megatron-Core's CheckpointWithoutOutput); under FP8
+    // DPA the core's own fp8 copies stay.
+    if (x.m.attention == model::AttentionKind::kMla && adt == x.p.activation_dtype()) {
+      c.module_dropped[mod(RecomputeModule::kMlaUpProj)] += Bytes::from_double(qkv_elems * act_bytes);
+    }
     return;
   }
   const double div = (sh == Shard::kInner || x.p.sp) ? d(tp) : 1.0;
@@ -382,11 +391,64 @@ void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
   c.recompute_op += f;
 }
 
+// Books one op to the selective-recompute modules (RecomputeModule) it belongs to, given what it saved
+// and the forward time and matmul FLOPs it added: a module re-runs the forward of its ops and drops the
+// saved tensors its checkpoint does not keep (plan.h). The attention core's drops are booked where its
+// cost is (add_op_costs).
+void book_modules(const Ctx& x, const model::Op& op, Bytes saved, Time fwd, Flops flops, LayerCost& c) {
+  const std::string& n = op.name;
+  const bool mla = x.m.attention == model::AttentionKind::kMla;
+  const auto rerun = [&](RecomputeModule m) {
+    c.module_recompute[mod(m)] += fwd;
+    c.module_flops[mod(m)] += flops;
+  };
+  const auto drop = [&](RecomputeModule m) { c.module_dropped[mod(m)] += saved; };
+  if (n == "attn.core") rerun(RecomputeModule::kCoreAttn);
+  // MLA's up projections and RoPE; their inputs (the compressed latents, or without a query LoRA the
+  // norm output the kv down projection needs too) are the checkpoint's and stay; RoPE's saved go.
+  if (mla && (n == "attn.q_b" || n == "attn.kv_b" || n == "attn.rope" || n == "attn.q")) {
+    rerun(RecomputeModule::kMlaUpProj);
+    if (n == "attn.rope") drop(RecomputeModule::kMlaUpProj);
+  }
+  if (n == "moe.experts.act") rerun(RecomputeModule::kMoeAct);
+  if (n == "moe.experts.down") drop(RecomputeModule::kMoeAct);  // its input is the activation's output
+  // Norms that are modules of their own: MLA's input norm (its output saved by the first down
+  // projection) and an MoE layer's pre-MLP norm (its output saved by the router).
+  if ((mla && n == "attn.norm") || (x.moe_layer && n == "mlp.norm")) rerun(RecomputeModule::kLayernorm);
+  if ((mla && (n == "attn.q_a" || n == "attn.q")) || (x.moe_layer && n == "moe.router")) drop(RecomputeModule::kLayernorm);
+  // A dense MLP from its input (the residual stream the norm saves): its norm (fused into the first
+  // GEMM by Transformer Engine), GEMMs and activation run again; all but the norm's input go.
+  if (!x.moe_layer && starts_with(n, "mlp.") && n != "mlp.dropout" && n != "mlp.residual") {
+    rerun(RecomputeModule::kMlp);
+    if (n != "mlp.norm") drop(RecomputeModule::kMlp);
+  }
+  if (starts_with(n, "moe.shared") && n != "moe.shared_add") {
+    rerun(RecomputeModule::kSharedExperts);
+    drop(RecomputeModule::kSharedExperts);
+  }
+}
+
+void add_op(Ctx& x, const model::Op& op, LayerCost& c) {
+  const Bytes saved0 = c.act_none;
+  const Time fwd0 = c.fwd;
+  const Flops flops0 = c.fwd_flops;
+  add_op_costs(x, op, c);
+  book_modules(x, op, c.act_none - saved0, c.fwd - fwd0, c.fwd_flops - flops0, c);
+}
+
 LayerCost cost_of(Ctx x, const std::vector<model::Op>& ops, int64_t window = 0) {
   x.window = window;
+  x.moe_layer = std::any_of(ops.begin(), ops.end(), [](const model::Op& op) { return op.name == "moe.router"; });
   LayerCost c;
   for (const model::Op& op : ops) add_op(x, op, c);
-  c.act_selective += c.act_none;
+  // Selective recompute of the plan's modules.
+  c.act_selective = c.act_none;
+  for (size_t m = 0; m < LayerCost::kModules; ++m) {
+    if ((x.p.recompute_modules & module_bit(static_cast<RecomputeModule>(m))) == 0) continue;
+    c.act_selective -= c.module_dropped[m];
+    c.recompute_selective += c.module_recompute[m];
+    c.selective_flops += c.module_flops[m];
+  }
   return c;
 }
 
@@ -414,7 +476,7 @@ Time LayerCost::partial_recompute(Recompute r) const {
 
 Flops LayerCost::partial_recompute_flops(Recompute r) const {
   switch (r) {
-    case Recompute::kSelective: return attn_core_fwd_flops;
+    case Recompute::kSelective: return selective_flops;
     case Recompute::kSelectiveOp: return recompute_op_flops;
     case Recompute::kNone:
     case Recompute::kFull: break;
@@ -476,8 +538,10 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
     }
     if (p.cp > 1) {
       const Time ring = comm.collective(coll::Op::kAllGather, kv_step * p.cp, Group::kCp);
-      c.cp_fwd = std::max(Time::zero(), ring - c.recompute_selective);
-      c.cp_bwd = std::max(Time::zero(), ring * 2 - c.recompute_selective * 2);
+      // The ring's transfers hide behind the attention core's kernels: K, V forward; K, V and their
+      // gradients backward, beside the core's backward.
+      c.cp_fwd = std::max(Time::zero(), ring - c.module_recompute[mod(RecomputeModule::kCoreAttn)]);
+      c.cp_bwd = std::max(Time::zero(), ring * 2 - c.attn_core_bwd);
     }
     if (m.is_moe_layer(g.layer_indices.front()) && p.ep > 1) {
       const double copies = p.moe_copies_per_token(m.moe.num_experts, m.moe.top_k);

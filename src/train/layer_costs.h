@@ -49,6 +49,7 @@
 //   Range of validity: decoder-only transformers; the shard rules above are Megatron-LM's.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -66,7 +67,8 @@ struct LayerCost {
   Time bwd_input;             // input-gradient compute (dgrad, attention backward, elementwise)
   Time bwd_weight;            // weight-gradient compute (wgrad)
   Time recompute_full;        // forward again (full recompute), compute only
-  Time recompute_selective;   // attention core forward (selective recompute)
+  Time recompute_selective;   // the forward selective recompute re-runs: the plan's modules (below)
+  Time attn_core_bwd;         // the attention core's backward (context parallelism's ring hides behind it)
   Time recompute_op;          // op-level SAC: the unsaved matmuls and every memory-bound op, forward
   Time tp_fwd;                // TP collectives of one forward (exposed: not overlapped)
   Time tp_bwd;
@@ -80,13 +82,21 @@ struct LayerCost {
   Time ep_fwd;                // EP all-to-alls
   Time ep_bwd;
   Bytes act_none;       // saved activations, no recompute
-  Bytes act_selective;  // saved activations with selective recompute
+  Bytes act_selective;  // saved activations with selective recompute of the plan's modules
   Bytes act_op;         // saved activations with op-level SAC (block input, kept matmul and attention outputs)
   Bytes act_input;      // layer input only (full recompute checkpoint)
   Flops model_flops;    // forward + backward matmul FLOPs on this rank (no recompute)
   Flops attn_core_fwd_flops;  // matmul FLOPs of the attention core forward on this rank
   Flops fwd_flops;            // forward matmul FLOPs on this rank
   Flops recompute_op_flops;   // matmul FLOPs op-level SAC recomputes on this rank
+  Flops selective_flops;      // matmul FLOPs selective recompute re-runs (the plan's modules)
+  // Selective recompute module by module (Plan::recompute_modules, indexed by RecomputeModule): the saved
+  // activations the module's checkpoint drops, the forward it re-runs and that forward's matmul FLOPs.
+  // act_selective, recompute_selective and selective_flops fold in the plan's modules.
+  static constexpr size_t kModules = static_cast<size_t>(RecomputeModule::kCount);
+  std::array<Bytes, kModules> module_dropped{};
+  std::array<Time, kModules> module_recompute{};
+  std::array<Flops, kModules> module_flops{};
 
   // A layer not under full recompute: its saved activations, the recompute time its backward adds,
   // and the matmul FLOPs of that recompute, under `r` (kNone, kSelective or kSelectiveOp).

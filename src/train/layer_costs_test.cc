@@ -434,5 +434,88 @@ TEST(LayerCosts, Fp8TpOverlapGathersFp8AndReducesBf16) {
   EXPECT_NEAR(f8.tp_bwd.to_seconds(), 8 * th, 1e-3);
 }
 
+// Selective recompute by module (Plan::recompute_modules) on DeepSeek-V3 (MLA, 3 dense layers, then MoE
+// layers with a shared expert), tp 1, ep 1, one 1,024-token sequence, bf16 (2 B), T = 1,024 tokens; the
+// bytes each module's checkpoint drops, from the model's dimensions:
+//   mla_up_proj     the core's Q, K, V: T a (2 (dn + dr) + dv) x 2 B (RoPE saves nothing fused); it re-runs
+//                   the two up projections (2 T (q_lora a (dn + dr) + kv_lora a (dn + dv)) FLOPs) and RoPE
+//   moe_act         the routed experts' down-projection input: T k f_e x 2 B (dropless, balanced)
+//   shared_experts  the shared expert's activation input and down input: T (2 f_s + f_s) x 2 B (its up
+//                   projection's input is the router's), 2 T (h 2 f_s + f_s h) FLOPs
+//   layernorm       MLA's input-norm output (saved by the query down projection) and, in an MoE layer, the
+//                   pre-MLP norm's (saved by the router): 2 T h x 2 B; in a dense layer only the first
+//   mlp             a dense layer's MLP: the up projection's input, the activation's input, the down
+//                   projection's input: T (h + 2 f + f) x 2 B, 2 T (h 2 f + f h) FLOPs
+// Modules add up (their drops are disjoint), and the default set is the attention core alone.
+TEST(LayerCosts, SelectiveRecomputeModulesDropWhatTheirCheckpointsDoNotKeep) {
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  static const io::Catalog catalog = io::load_catalog(io::CatalogOptions{{}, false, true});
+  const model::ModelSpec m = catalog.model("deepseek-v3", {});
+  ASSERT_EQ(m.attention, model::AttentionKind::kMla);
+  ASSERT_FALSE(m.is_moe_layer(0));
+  ASSERT_TRUE(m.is_moe_layer(5));
+  const compute::ComputeModel cm(catalog_h100());
+  const FixedComm comm(Time::zero());
+  Plan p;
+  p.seq = 1024;
+  p.gbs = 1;
+  p.recompute = Recompute::kSelective;
+  const double T = 1024.0, h = d(m.hidden), a = d(m.heads);
+  const model::MlaDims& mla = m.mla;
+  const double dn = d(mla.qk_nope_head_dim), dr = d(mla.qk_rope_head_dim), dv = d(mla.v_head_dim);
+  const auto costs = [&](uint32_t modules) {
+    p.recompute_modules = modules;
+    return model_costs(m, p, cm, comm);
+  };
+  const auto bit = [](RecomputeModule x) { return module_bit(x); };
+  const ModelCosts core = costs(bit(RecomputeModule::kCoreAttn));
+  const auto dropped = [&](const ModelCosts& c, size_t layer) {
+    return (c.layer[layer].act_none - c.layer[layer].act_selective).to_double();
+  };
+  const double core_dense = dropped(core, 0), core_moe = dropped(core, 5);
+
+  const ModelCosts up = costs(bit(RecomputeModule::kMlaUpProj));
+  EXPECT_DOUBLE_EQ(dropped(up, 5), T * a * (2.0 * (dn + dr) + dv) * 2.0);
+  EXPECT_DOUBLE_EQ(up.layer[5].selective_flops.count(),
+                   2.0 * T * (d(mla.q_lora_rank) * a * (dn + dr) + d(mla.kv_lora_rank) * a * (dn + dv)));
+  EXPECT_GT(up.layer[5].recompute_selective, Time::zero());
+  EXPECT_LT(up.layer[5].recompute_selective, up.layer[5].fwd);
+
+  const ModelCosts act = costs(bit(RecomputeModule::kMoeAct));
+  EXPECT_DOUBLE_EQ(dropped(act, 5), T * d(m.moe.top_k) * d(m.moe.expert_ffn) * 2.0);
+  EXPECT_DOUBLE_EQ(dropped(act, 0), 0.0);  // a dense layer has no experts
+  EXPECT_EQ(act.layer[5].selective_flops.count(), 0.0);
+
+  const double fs = d(m.moe.shared_expert_ffn * m.moe.num_shared_experts);
+  const ModelCosts shared = costs(bit(RecomputeModule::kSharedExperts));
+  EXPECT_DOUBLE_EQ(dropped(shared, 5), T * 3.0 * fs * 2.0);
+  EXPECT_DOUBLE_EQ(shared.layer[5].selective_flops.count(), 2.0 * T * (h * 2.0 * fs + fs * h));
+
+  const ModelCosts norm = costs(bit(RecomputeModule::kLayernorm));
+  EXPECT_DOUBLE_EQ(dropped(norm, 5), 2.0 * T * h * 2.0);
+  EXPECT_DOUBLE_EQ(dropped(norm, 0), T * h * 2.0);
+
+  const double f = d(m.ffn);
+  const ModelCosts mlp = costs(bit(RecomputeModule::kMlp));
+  EXPECT_DOUBLE_EQ(dropped(mlp, 0), T * (h + 2.0 * f + f) * 2.0);
+  EXPECT_DOUBLE_EQ(dropped(mlp, 5), 0.0);  // an MoE layer has no dense MLP
+  EXPECT_DOUBLE_EQ(mlp.layer[0].selective_flops.count(), 2.0 * T * (h * 2.0 * f + f * h));
+
+  const uint32_t all = bit(RecomputeModule::kCoreAttn) | bit(RecomputeModule::kMlaUpProj) | bit(RecomputeModule::kMoeAct) |
+                       bit(RecomputeModule::kSharedExperts) | bit(RecomputeModule::kLayernorm) | bit(RecomputeModule::kMlp);
+  const ModelCosts every = costs(all);
+  EXPECT_NEAR(dropped(every, 5), core_moe + dropped(up, 5) + dropped(act, 5) + dropped(shared, 5) + dropped(norm, 5), 1.0);
+  EXPECT_NEAR(dropped(every, 0), core_dense + dropped(up, 0) + dropped(norm, 0) + dropped(mlp, 0), 1.0);
+  EXPECT_NEAR(every.layer[5].recompute_selective.to_seconds(),
+              (core.layer[5].recompute_selective + up.layer[5].recompute_selective + act.layer[5].recompute_selective +
+               shared.layer[5].recompute_selective + norm.layer[5].recompute_selective)
+                  .to_seconds(),
+              1e-12);
+  // The attention core's own time, which context parallelism's ring hides behind, is the same whatever
+  // the modules (cp 1 here: compare the module's booking).
+  EXPECT_EQ(every.layer[5].module_recompute[static_cast<size_t>(RecomputeModule::kCoreAttn)],
+            core.layer[5].recompute_selective);
+}
+
 }  // namespace
 }  // namespace orrery::train

@@ -108,6 +108,63 @@ Plan Plan::in_precision(hw::DType p) const {
 }
 
 
+constexpr std::array<std::pair<std::string_view, RecomputeModule>, 6> kRecomputeModules = {{
+    {"core_attn", RecomputeModule::kCoreAttn},
+    {"mla_up_proj", RecomputeModule::kMlaUpProj},
+    {"moe_act", RecomputeModule::kMoeAct},
+    {"layernorm", RecomputeModule::kLayernorm},
+    {"mlp", RecomputeModule::kMlp},
+    {"shared_experts", RecomputeModule::kSharedExperts},
+}};
+
+std::string_view recompute_module_name(RecomputeModule m) { return name_in(kRecomputeModules, m); }
+
+uint32_t parse_recompute_modules(std::string_view list, const Where& where) {
+  uint32_t modules = 0;
+  for (const std::string_view item : split_csv(list)) {
+    const std::string_view name = trim(item);
+    if (name.empty()) continue;
+    if (name == "moe") {
+      throw InputError(where, "module 'moe' (the whole MoE layer) is not modelled: its recompute runs the expert "
+                              "all-to-alls again", "recompute moe_act and shared_experts, or --recompute full");
+    }
+    modules |= module_bit(parse_named(name, kRecomputeModules, where, "recompute module"));
+  }
+  if (modules == 0) throw InputError(where, "expected at least one module, e.g. core_attn,mla_up_proj");
+  return modules;
+}
+
+std::vector<std::string> recompute_module_names(uint32_t modules) {
+  std::vector<std::string> names;
+  for (const auto& [name, m] : kRecomputeModules) {
+    if (modules & module_bit(m)) names.emplace_back(name);
+  }
+  return names;
+}
+
+std::string recompute_modules_error(const model::ModelSpec& m, uint32_t modules) {
+  const auto has = [&](RecomputeModule mod) { return (modules & module_bit(mod)) != 0; };
+  const bool mla = m.attention == model::AttentionKind::kMla;
+  if (modules == 0) return "no module to recompute";
+  if (has(RecomputeModule::kMlaUpProj) && !mla) {
+    return fmt::format("mla_up_proj needs multi-latent attention; model '{}' has none", m.name);
+  }
+  if (has(RecomputeModule::kMoeAct) && !m.is_moe()) return fmt::format("moe_act needs an MoE model; '{}' is dense", m.name);
+  if (has(RecomputeModule::kSharedExperts) && m.moe.num_shared_experts == 0) {
+    return fmt::format("shared_experts: model '{}' has no shared experts", m.name);
+  }
+  if (has(RecomputeModule::kLayernorm) && !mla && !m.is_moe()) {
+    return fmt::format("layernorm: every norm of model '{}' is fused into the GEMM after it (Transformer Engine), so "
+                       "none runs as a module to recompute", m.name);
+  }
+  if (has(RecomputeModule::kMlp)) {
+    bool dense = false;
+    for (int64_t l = 0; l < m.layers && !dense; ++l) dense = !m.is_moe_layer(l);
+    if (!dense) return fmt::format("mlp: model '{}' has no dense MLP layer (recompute moe_act or shared_experts)", m.name);
+  }
+  return {};
+}
+
 std::string_view schedule_name(Schedule s) { return name_in(kSchedules, s); }
 std::string_view sharding_name(Sharding s) { return name_in(kShardings, s); }
 std::string_view recompute_name(Recompute r) { return name_in(kRecomputes, r); }
@@ -378,6 +435,9 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
                        : fmt::format("ep={} does not divide the shard group x cp={}x{}={} (EP lies inside a shard group)",
                                      p.ep, p.shard_group, p.cp, p.shard_group * p.cp));
     }
+  }
+  if (p.recompute == Recompute::kSelective) {
+    if (std::string why = recompute_modules_error(m, p.recompute_modules); !why.empty()) add("recompute_modules", why);
   }
   if (p.recompute_layers < -1) {
     add("recompute_layers", fmt::format("recompute_layers={}: expected -1 (every layer) or a count >= 0", p.recompute_layers));

@@ -64,6 +64,30 @@ enum class Sharding { kNone, kZero1, kZero2, kZero3 };
 // op-level selective activation checkpointing (every other matmul output and the attention output
 // saved, the rest of each block recomputed); kFull: the whole layer from its input.
 enum class Recompute { kNone, kSelective, kSelectiveOp, kFull };
+// The modules selective recompute re-runs (Megatron-Core's --recompute-modules; kSelective's default is
+// core_attn alone). Each drops from the saved activations what the module's checkpoint does not keep and
+// re-runs the module's forward before its backward (train/layer_costs.h):
+//   core_attn       the attention core: keeps Q, K, V (the checkpoint's inputs), drops the rest it saves
+//   mla_up_proj     MLA's query and key-value up projections and RoPE: their outputs, the core's Q, K, V,
+//                   are freed after the core's forward and rebuilt before its backward
+//   moe_act         the routed experts' activation: its output, the down projection's input
+//   layernorm       the norms Megatron-Core runs as modules of their own (MLA's input norm, an MoE layer's
+//                   pre-MLP norm; Transformer Engine fuses the others into the next GEMM): their outputs
+//   mlp             a dense layer's MLP from its input: everything its ops save
+//   shared_experts  an MoE layer's shared experts: everything they save (their input is the router's)
+enum class RecomputeModule { kCoreAttn, kMlaUpProj, kMoeAct, kLayernorm, kMlp, kSharedExperts, kCount };
+constexpr uint32_t module_bit(RecomputeModule m) { return 1u << static_cast<uint32_t>(m); }
+std::string_view recompute_module_name(RecomputeModule m);
+// A comma-separated list of module names into a set of module_bit()s. InputError at `where` naming an
+// unknown module (with the nearest name), and for "moe" (Megatron's whole-MoE recompute, which re-runs the
+// expert all-to-alls: not modelled).
+uint32_t parse_recompute_modules(std::string_view list, const Where& where);
+// The names of a module set, in RecomputeModule order.
+std::vector<std::string> recompute_module_names(uint32_t modules);
+// Why `modules` cannot be recomputed on `model` (a module it lacks: mla_up_proj without MLA, moe_act
+// on a dense model, shared_experts without shared experts, layernorm where every norm is fused into its
+// GEMM, mlp without a dense layer); empty when they can.
+std::string recompute_modules_error(const model::ModelSpec& model, uint32_t modules);
 enum class GradSync { kDense, kSparseAllGather, kZen };
 // How MoE tokens reach their experts' EP ranks. kAllToAll: Megatron-Core's all-to-all dispatcher permutes
 // each token once per routed expert and exchanges the copies (top_k per token); kDeepEp: DeepEP's
@@ -142,6 +166,8 @@ struct Plan {
 
   // ---- recomputation and offload
   Recompute recompute = Recompute::kNone;
+  // kSelective: the modules re-run (RecomputeModule bits; Megatron-Core's default, the attention core).
+  uint32_t recompute_modules = module_bit(RecomputeModule::kCoreAttn);
   int64_t recompute_layers = -1;  // kFull: recompute this many layers per stage; -1 = all
   bool activation_offload = false;  // saved activations to host memory over PCIe, asynchronously
   // activation_offload: the first this many transformer layers of each pipeline rank (in its chunks'

@@ -573,5 +573,51 @@ TEST(Plan, BalancedUnevenStages) {
   EXPECT_FALSE(balance_uneven_stages(even, 32));  // 4 divides 32: nothing to balance
 }
 
+// --recompute-modules: Megatron-Core's module names, in any order, into a set; an unknown name is an input
+// error with the nearest one, "moe" (the whole MoE layer, whose recompute re-runs the expert all-to-alls)
+// is refused with that reason, an empty list too. Under selective recompute a module the model lacks
+// breaks the `recompute_modules` constraint (a Llama has no MLA, no experts, and every norm fused into
+// the GEMM after it); the other recompute modes ignore the set (the planner keeps it on every plan).
+TEST(Plan, RecomputeModulesParseAndMustExistInTheModel) {
+  const Where w{"<command line>", 0, "--recompute-modules"};
+  EXPECT_EQ(parse_recompute_modules(" moe_act,core_attn ", w),
+            module_bit(RecomputeModule::kMoeAct) | module_bit(RecomputeModule::kCoreAttn));
+  EXPECT_EQ(recompute_module_names(parse_recompute_modules("shared_experts,mla_up_proj", w)),
+            (std::vector<std::string>{"mla_up_proj", "shared_experts"}));
+  const auto error_of = [&](const char* list) {
+    try {
+      parse_recompute_modules(list, w);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_NE(error_of("core_atn").find("did you mean 'core_attn'"), std::string::npos) << error_of("core_atn");
+  EXPECT_NE(error_of("moe").find("all-to-alls"), std::string::npos) << error_of("moe");
+  EXPECT_NE(error_of("").find("at least one module"), std::string::npos) << error_of("");
+
+  Plan p;
+  p.dp = 8;
+  p.gbs = 8;
+  p.seq = 4096;
+  p.recompute = Recompute::kSelective;
+  EXPECT_TRUE(validate_plan(llama_8b(), p, 8, test_gpu()).empty());  // core_attn, the default
+  for (const RecomputeModule m : {RecomputeModule::kMlaUpProj, RecomputeModule::kMoeAct, RecomputeModule::kSharedExperts,
+                                  RecomputeModule::kLayernorm}) {
+    p.recompute_modules = module_bit(m);
+    EXPECT_TRUE(has_key(validate_plan(llama_8b(), p, 8, test_gpu()), "recompute_modules")) << recompute_module_name(m);
+  }
+  p.recompute_modules = module_bit(RecomputeModule::kMlp);
+  EXPECT_TRUE(validate_plan(llama_8b(), p, 8, test_gpu()).empty());
+  const model::ModelSpec moe = testing::small_moe(4, 2048);  // every layer MoE, no shared expert
+  EXPECT_NE(recompute_modules_error(moe, module_bit(RecomputeModule::kMlp)).find("no dense MLP layer"), std::string::npos);
+  EXPECT_EQ(recompute_modules_error(moe, module_bit(RecomputeModule::kMoeAct) | module_bit(RecomputeModule::kLayernorm)), "");
+  EXPECT_NE(recompute_modules_error(moe, module_bit(RecomputeModule::kSharedExperts)).find("no shared experts"),
+            std::string::npos);
+  p.recompute = Recompute::kFull;
+  p.recompute_modules = module_bit(RecomputeModule::kMlaUpProj);
+  EXPECT_TRUE(validate_plan(llama_8b(), p, 8, test_gpu()).empty());
+}
+
 }  // namespace
 }  // namespace orrery::train
