@@ -278,6 +278,8 @@ PY
 then pass=$((pass+1)); else echo "FAIL attention-dropout"; fail=$((fail+1)); fi
 expect bad-attention-dropout 2 "--attention-dropout: expected a probability in \[0, 1), found 1.5" -- "${one[@]}" --attention-dropout 1.5
 expect bad-hidden-dropout 2 "--hidden-dropout: expected a probability in \[0, 1), found -0.2" -- "${one[@]}" --hidden-dropout -0.2
+expect bad-attention-dropout-minus-one 2 "--attention-dropout: expected a probability in \[0, 1), found -1" -- "${one[@]}" --attention-dropout -1
+expect bad-attention-dropout-word 2 "--attention-dropout: expected a probability in \[0, 1), found half" -- "${one[@]}" --attention-dropout half
 # --recompute-modules (train/plan.h): on DeepSeek-V3 (TP 2, PP 16 as 3 + 14 x 4 + 2, EP 64, ETP 1; the NeMo
 # recipe's shape) recomputing MLA's up projections drops the core's Q, K, V from every layer's saved
 # activations, so the activations and the peak shrink, the step grows by that recompute, the model FLOPs

@@ -144,16 +144,27 @@ void add_dropout_options(CLI::App* c, DropoutArgs& d) {
 }
 
 void apply_dropout(model::ModelSpec& m, const DropoutArgs& d) {
-  for (const auto& [flag, p] : {std::pair<const char*, double>{"--attention-dropout", d.attention}, {"--hidden-dropout", d.hidden}}) {
-    if (p == -1.0) continue;  // not given (DropoutArgs' default)
-    if (!(p >= 0.0 && p < 1.0)) {
-      throw InputError(kCl.with_key(flag), fmt::format("expected a probability in [0, 1), found {}", p));
+  // A probability in [0, 1), or an InputError naming the flag.
+  const auto probability = [](const std::string& text, const char* flag) {
+    const std::string t(trim(text));
+    double p = -1.0;
+    size_t used = 0;
+    try {
+      p = std::stod(t, &used);
+    } catch (const std::exception&) {
+      used = 0;
     }
-  }
-  if (d.attention != -1.0) m.dropout.attention = d.attention;
-  if (d.hidden != -1.0) {
-    m.dropout.hidden = d.hidden;
-    m.dropout.embedding = d.hidden;
+    if (used == 0 || used != t.size() || !(p >= 0.0 && p < 1.0)) {
+      throw InputError(kCl.with_key(flag), fmt::format("expected a probability in [0, 1), found {}", text));
+    }
+    return p;
+  };
+  const double attention = d.attention.empty() ? m.dropout.attention : probability(d.attention, "--attention-dropout");
+  const double hidden = d.hidden.empty() ? m.dropout.hidden : probability(d.hidden, "--hidden-dropout");
+  m.dropout.attention = attention;
+  if (!d.hidden.empty()) {
+    m.dropout.hidden = hidden;
+    m.dropout.embedding = hidden;
   }
 }
 

@@ -38,10 +38,10 @@ void add_video_options(CLI::App* c, VideoArgs& v);
 int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool seq_given);
 
 // Dropout probabilities of the model (model::Dropout), as Megatron-LM's --attention-dropout and
-// --hidden-dropout set them; -1 (the default): the model's own (Megatron's 0.1 for --arch gpt, 0 for Llama-style
-// models and whatever a config.json or catalog entry says). NeMo's model configs set both to 0.
+// --hidden-dropout set them; empty (the default): the model's own (Megatron's 0.1 for --arch gpt, 0 for
+// Llama-style models and whatever a config.json or catalog entry says). NeMo's model configs set both to 0.
 struct DropoutArgs {
-  double attention = -1.0, hidden = -1.0;
+  std::string attention, hidden;
 };
 void add_dropout_options(CLI::App* c, DropoutArgs& d);
 // Applies them (the hidden probability also to the embedding dropout, as Megatron does). InputError

@@ -400,9 +400,11 @@ Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const Attention
   double bytes = 0.0;
   double units = 0.0;
   double ctas = 0.0;
+  double mask_elements = 0.0;  // attended pairs x heads: the dropout mask's elements
   for (const AttentionSeq& s : seqs) {
     ORRERY_ASSERT(s.q >= 1 && s.kv >= s.q);
     const double pairs = model::attended_pairs(s.q, s.kv - s.q, h.window, mode);
+    mask_elements += d(h.heads) * pairs;
     const double flops = 2.0 * d(h.heads) * pairs * width;
     const double kv_read = h.window > 0 ? std::min(d(s.kv), d(h.window + s.q - 1)) : d(s.kv);
     t_c += flops / attention_rate(r, peak, kv_read, 0.0);
@@ -415,13 +417,8 @@ Time ComputeModel::attention(std::span<const AttentionSeq> seqs, const Attention
   }
   if (seqs.empty()) return c.launch_overhead;
   // Dropout: one mask element per attended pair and head, drawn in this pass (AttentionRate).
-  double t_dropout = 0.0;
-  if (h.dropout && r.dropout_pairs_per_s > 0.0) {
-    for (const AttentionSeq& s : seqs) {
-      t_dropout += d(h.heads) * model::attended_pairs(s.q, s.kv - s.q, h.window, mode) /
-                   (r.dropout_pairs_per_s * c.tensor_clock_factor);
-    }
-  }
+  const double t_dropout =
+      h.dropout && r.dropout_pairs_per_s > 0.0 ? mask_elements / (r.dropout_pairs_per_s * c.tensor_clock_factor) : 0.0;
   t_c *= (backward ? 2.5 : 1.0) / attention_occupancy(r, ctas);
   if (backward) bytes *= 2.0;
   return Time::seconds(smooth_max(t_c, bytes / attention_bandwidth(units), c.transition_sharpness) + t_dropout) +
