@@ -305,6 +305,16 @@ expect recompute-modules-moe 2 "--recompute-modules: module 'moe'.*all-to-alls" 
 expect recompute-modules-typo 2 "did you mean 'moe_act'" -- "${dsv3[@]}" --recompute-modules moe_ac
 expect recompute-modules-mode 2 "--recompute-modules: applies to --recompute selective" -- "${one[@]}" --recompute full --recompute-modules mlp
 expect plan-recompute-modules 2 "--recompute-modules: moe_act needs an MoE model" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --recompute-modules moe_act
+# plan train searches several module sets ('|'): the space records each as a list of names, and every
+# selective plan of the top carries one of them; a bad set names its module.
+if "$bin" --json plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --top 5 --recomputes selective \
+     --recompute-modules "core_attn|core_attn,moe_act" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["space"]["recompute_module_sets"] == [["core_attn"], ["core_attn", "moe_act"]], d["space"]["recompute_module_sets"]
+assert d["top"] and all(t["plan"]["recompute_modules"] in (["core_attn"], ["core_attn", "moe_act"]) for t in d["top"])
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL plan recompute module sets"; fail=$((fail+1)); fi
+expect plan-recompute-module-sets-bad 2 "--recompute-modules: unknown recompute module 'moe_actt'.*did you mean 'moe_act'" -- plan train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --seq 4096 --gbs 64 --recompute-modules "core_attn|moe_actt"
 expect plan-recompute-modules-mode 2 "applies when --recomputes includes selective" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --recomputes none,full --recompute-modules mlp
 expect plan-bad-dropout 2 "--attention-dropout: expected a probability" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --attention-dropout 2
 expect bad-hf-config 2 "" -- train --hf-config "$tmp/missing.json" --gpu h100-sxm --gpus 1 --gbs 1

@@ -245,6 +245,14 @@ Json over_budget_json(const std::vector<tr::Candidate>& cs, Bytes budget) {
 }
 
 // The search space as resolved (rule 6: the result records its whole configuration).
+// The selective module sets searched (SearchSpace::recompute_module_sets), each a list of names; empty
+// when the base plan's set alone is used (the plan's recompute_modules then).
+Json module_sets_json(const tr::SearchSpace& s) {
+  Json sets = Json::array();
+  for (const uint32_t set : s.recompute_module_sets) sets.push_back(tr::recompute_module_names(set));
+  return sets;
+}
+
 Json space_json(const tr::SearchSpace& s) {
   auto names = [](const auto& values, auto name) {
     Json out = Json::array();
@@ -262,6 +270,7 @@ Json space_json(const tr::SearchSpace& s) {
               {"schedules", names(s.schedules, tr::schedule_name)},
               {"shardings", shardings},
               {"recomputes", names(s.recomputes, tr::recompute_name)},
+              {"recompute_module_sets", module_sets_json(s)},
               {"sp", s.sp_on && s.sp_off ? "both" : s.sp_on ? "yes" : "no"},
               {"uneven_stages", s.uneven_stages},
               {"unsharding", s.unshard},
@@ -380,10 +389,22 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     if (!a.recompute_modules.empty() && !selective) {
       throw InputError(kCl.with_key("--recompute-modules"), "applies when --recomputes includes selective");
     }
-    o.base.recompute_modules = parse_recompute_modules_flag(a.recompute_modules, tr::Recompute::kSelective);
-    if (const std::string why = tr::recompute_modules_error(model, o.base.recompute_modules); !why.empty()) {
-      throw InputError(kCl.with_key("--recompute-modules"), why);
+    // Several sets, separated by '|', are searched (SearchSpace::recompute_module_sets).
+    std::vector<uint32_t> sets;
+    const std::string_view all = a.recompute_modules;
+    for (size_t begin = 0; begin <= all.size();) {
+      const size_t end = std::min(all.find('|', begin), all.size());
+      const std::string_view item = all.substr(begin, end - begin);
+      begin = end + 1;
+      if (trim(item).empty()) continue;
+      const uint32_t set = parse_recompute_modules_flag(std::string(item), tr::Recompute::kSelective);
+      if (const std::string why = tr::recompute_modules_error(model, set); !why.empty()) {
+        throw InputError(kCl.with_key("--recompute-modules"), why);
+      }
+      if (std::find(sets.begin(), sets.end(), set) == sets.end()) sets.push_back(set);
     }
+    o.base.recompute_modules = sets.empty() ? tr::module_bit(tr::RecomputeModule::kCoreAttn) : sets.front();
+    if (sets.size() > 1) o.space.recompute_module_sets = sets;
   }
   if (precisions.size() > 1) o.space.precisions = precisions;
   const std::vector<tr::MoeDispatcher>& dispatchers = o.space.moe_dispatchers;
@@ -595,7 +616,8 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--recomputes", a->recomputes, "recompute modes to try (none, selective, selective-op, full)")->capture_default_str();
   c->add_option("--recompute-modules", a->recompute_modules,
                 "the modules selective plans re-run (Megatron-Core's --recompute-modules; default core_attn): core_attn, "
-                "mla_up_proj, moe_act, layernorm, mlp, shared_experts");
+                "mla_up_proj, moe_act, layernorm, mlp, shared_experts; several sets separated by '|' are searched, "
+                "e.g. 'core_attn|core_attn,mla_up_proj,moe_act'");
   c->add_option("--sp", a->sp, "sequence parallelism with TP: both | yes | no")->capture_default_str();
   c->add_option("--unsharding", a->unshard,
                 "ZeRO-3/HSDP plans also with the most layers kept gathered that the budget allows (sharding shown as +uK): yes | no")

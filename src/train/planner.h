@@ -78,6 +78,9 @@ struct SearchSpace {
   std::vector<Sharding> shardings = {Sharding::kNone, Sharding::kZero1, Sharding::kZero2, Sharding::kZero3};
   bool hsdp = true;  // also zero3 within every HSDP shard group g, 1 < g < dp, g dividing dp
   std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+  // Selective recompute's module sets (Plan::recompute_modules), each a plan of its own; empty: the
+  // base plan's set alone.
+  std::vector<uint32_t> recompute_module_sets;
   bool sp_on = true;   // with tp > 1: sequence parallelism on
   bool sp_off = true;  // with tp > 1: sequence parallelism off
   // Also pp = powers of two (up to max_pp) that do not divide the layers, with balanced uneven stages

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -50,6 +51,16 @@ struct Small {
     o.threads = 1;
     return o;
   }
+  // One schedule (1F1B), no sharding, no recompute and mbs 1: one candidate per shape and expert grid.
+  PlannerOptions narrow() const {
+    PlannerOptions o = options();
+    o.space.schedules = {Schedule::kOneFOneB};
+    o.space.shardings = {Sharding::kNone};
+    o.space.hsdp = false;
+    o.space.recomputes = {Recompute::kNone};
+    o.space.max_mbs = 1;
+    return o;
+  }
 };
 
 // tp in divisors(heads=8) = {1,2,4,8} (max_tp = 8 GPUs per node), pp in divisors(layers=4) = {1,2,4},
@@ -81,12 +92,7 @@ TEST(Planner, EnumeratesTheNineDegreeShapesOfEightGpus) {
 TEST(Planner, ExpertTensorParallelSizesJoinTheExpertGrid) {
   Small s;
   const model::ModelSpec moe = s.moe();
-  PlannerOptions o = s.options();
-  o.space.schedules = {Schedule::kOneFOneB};
-  o.space.shardings = {Sharding::kNone};
-  o.space.hsdp = false;
-  o.space.recomputes = {Recompute::kNone};
-  o.space.max_mbs = 1;
+  PlannerOptions o = s.narrow();
   o.space.expert_tps = {0, 1};
   std::set<std::tuple<int64_t, int64_t, int64_t>> tp2;  // (etp, ep, sp) of tp 2, pp 1
   for (const Plan& p : enumerate_plans(moe, s.cluster, o)) {
@@ -101,6 +107,30 @@ TEST(Planner, ExpertTensorParallelSizesJoinTheExpertGrid) {
   const std::set<std::tuple<int64_t, int64_t, int64_t>> expected = {
       {2, 1, 0}, {2, 2, 0}, {2, 4, 0}, {2, 1, 1}, {2, 2, 1}, {2, 4, 1}, {1, 1, 1}, {1, 2, 1}, {1, 4, 1}, {1, 8, 1}};
   EXPECT_EQ(tp2, expected);
+}
+
+// Selective recompute's module sets are a search dimension (SearchSpace::recompute_module_sets): every
+// selective candidate once per set, carrying it; candidates of other modes once, whatever the sets. On
+// the MoE shapes with one schedule, sharding, SP setting and mbs: the nine degree shapes with ep in
+// {1, 2, 4, 8} dividing dp, each once per mode: selective x 2 sets + none = 3 per (shape, ep).
+TEST(Planner, SelectiveRecomputeModuleSetsAreSearched) {
+  Small s;
+  const model::ModelSpec moe = s.moe();
+  PlannerOptions o = s.narrow();
+  o.space.sp_off = false;
+  const size_t per_mode = enumerate_plans(moe, s.cluster, o).size();
+  ASSERT_GT(per_mode, 0u);
+  const uint32_t core = module_bit(RecomputeModule::kCoreAttn);
+  const uint32_t with_act = core | module_bit(RecomputeModule::kMoeAct);
+  o.space.recomputes = {Recompute::kNone, Recompute::kSelective};
+  o.space.recompute_module_sets = {core, with_act};
+  std::map<std::pair<Recompute, uint32_t>, size_t> seen;
+  const std::vector<Plan> plans = enumerate_plans(moe, s.cluster, o);
+  for (const Plan& p : plans) ++seen[{p.recompute, p.recompute == Recompute::kSelective ? p.recompute_modules : 0u}];
+  EXPECT_EQ(plans.size(), 3 * per_mode);
+  EXPECT_EQ((seen[{Recompute::kSelective, core}]), per_mode);
+  EXPECT_EQ((seen[{Recompute::kSelective, with_act}]), per_mode);
+  EXPECT_EQ((seen[{Recompute::kNone, 0u}]), per_mode);
 }
 
 // The full default space (no CP) on the same shapes. Per shape: schedules S(pp): pp=1 -> 1 (1f1b: no
