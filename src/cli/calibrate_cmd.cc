@@ -262,7 +262,7 @@ void run_calibrate(Context& ctx, const CalibrateArgs& a) {
                     fmt::format("{:.2f}", builtin.fp32_accumulate_exposure), q});
   }
   compute::FitQuality dropout_q;
-  if (!dropout.empty()) c = compute::fit_attention_dropout(gpu, c, dropout, dropout_q);
+  if (!dropout.empty()) c = compute::fit_attention_dropout(c, dropout, dropout_q);
   if (!streams.empty()) {
     c = compute::fit_memory_efficiency(gpu, c, streams, q);
     fits.push_back({"memory_efficiency", fmt::format("{:.2f}", c.memory_efficiency), fmt::format("{:.2f}", builtin.memory_efficiency), q});

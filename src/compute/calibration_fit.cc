@@ -164,10 +164,8 @@ Calibration fit_fp32_accumulate(const hw::GpuSpec& gpu, Calibration base, std::s
   return base;
 }
 
-Calibration fit_attention_dropout(const hw::GpuSpec& gpu, Calibration base, std::span<const MeasuredDropout> kernels,
-                                  FitQuality& quality) {
+Calibration fit_attention_dropout(Calibration base, std::span<const MeasuredDropout> kernels, FitQuality& quality) {
   ORRERY_ASSERT(!kernels.empty());
-  (void)gpu;
   // Pooled: every mask element drawn over the summed extra time, to three significant figures.
   double elements = 0.0, seconds = 0.0;
   for (const MeasuredDropout& k : kernels) {

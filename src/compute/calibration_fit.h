@@ -82,7 +82,6 @@ Calibration fit_fp32_accumulate(const hw::GpuSpec& gpu, Calibration base, std::s
 // attention.dropout_pairs_per_s (the forward): the pooled rate, mask elements (heads x seq (seq + 1) / 2
 // per kernel) over the summed extra time, to three significant figures (0 when dropout cost nothing);
 // `quality` compares each kernel's extra time with pairs / rate.
-Calibration fit_attention_dropout(const hw::GpuSpec& gpu, Calibration base, std::span<const MeasuredDropout> kernels,
-                                  FitQuality& quality);
+Calibration fit_attention_dropout(Calibration base, std::span<const MeasuredDropout> kernels, FitQuality& quality);
 
 }  // namespace orrery::compute

@@ -130,12 +130,12 @@ TEST(CalibrationFit, RecoversTheDropoutMaskRateFromTheExtraForwardTime) {
     kernels.push_back({h, s, 0.2, 0.2 + extra});
   }
   FitQuality q;
-  const Calibration fit = fit_attention_dropout(gpu, default_calibration(gpu), kernels, q);
+  const Calibration fit = fit_attention_dropout(default_calibration(gpu), kernels, q);
   EXPECT_DOUBLE_EQ(fit.attention.dropout_pairs_per_s, 4.0e11);
   EXPECT_LT(q.worst_abs_error, 1e-9);
   EXPECT_EQ(fit.attention_backward.dropout_pairs_per_s, default_calibration(gpu).attention_backward.dropout_pairs_per_s);
   for (MeasuredDropout& k : kernels) k.dropped_ms = k.plain_ms;
-  EXPECT_EQ(fit_attention_dropout(gpu, default_calibration(gpu), kernels, q).attention.dropout_pairs_per_s, 0.0);
+  EXPECT_EQ(fit_attention_dropout(default_calibration(gpu), kernels, q).attention.dropout_pairs_per_s, 0.0);
 }
 
 // Fitting the attention rates keeps the dropout rate (fit apart, by fit_attention_dropout).

@@ -51,6 +51,13 @@ struct Small {
     o.threads = 1;
     return o;
   }
+  // Two 8-GPU machines: 16 GPUs, a global batch of 32 sequences.
+  PlannerOptions two_machines() const {
+    PlannerOptions o = options();
+    o.gpus = 16;
+    o.gbs = 32;
+    return o;
+  }
   // One schedule (1F1B), no sharding, no recompute and mbs 1: one candidate per shape and expert grid.
   PlannerOptions narrow() const {
     PlannerOptions o = options();
@@ -850,9 +857,7 @@ net::Topology two_machines_at_four_to_one() {
 // gives the same result. Two 8-GPU machines (16 GPUs) in a 2-tier rail-optimized fat tree at 4:1.
 TEST(Planner, OnATopologyTheBestPlansAreReRankedByFlowRuns) {
   Small s;
-  PlannerOptions o = s.options();
-  o.gpus = 16;
-  o.gbs = 32;
+  PlannerOptions o = s.two_machines();
   o.top_k = 2;
   const net::Topology topo = two_machines_at_four_to_one();
   const PlannerResult ab = plan_training(s.model, s.cluster, s.cm, o);
@@ -884,9 +889,7 @@ TEST(Planner, OnATopologyTheBestPlansAreReRankedByFlowRuns) {
 // 12 are re-run, and the flow top 2 are among the alpha-beta top 12.
 TEST(Planner, FlowRerankReSimulatesTheSearchsBestN) {
   Small s;
-  PlannerOptions o = s.options();
-  o.gpus = 16;
-  o.gbs = 32;
+  PlannerOptions o = s.two_machines();
   o.top_k = 12;
   const PlannerResult ab12 = plan_training(s.model, s.cluster, s.cm, o);
   ASSERT_EQ(ab12.top.size(), 12u);

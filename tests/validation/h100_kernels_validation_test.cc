@@ -445,7 +445,7 @@ TEST_F(H100Kernels, BuiltInAttentionDropoutRatesAreTheMeasuredOnes) {
                          extras_ms(ex, cfg, "attention", lib + "-dropout0.1", "forward")});
     }
     compute::FitQuality q;
-    EXPECT_DOUBLE_EQ(compute::fit_attention_dropout(gpu(), cudnn, kernels, q).attention.dropout_pairs_per_s, expected) << lib;
+    EXPECT_DOUBLE_EQ(compute::fit_attention_dropout(cudnn, kernels, q).attention.dropout_pairs_per_s, expected) << lib;
   }
   for (const auto& [cfg, h] : heads) {
     for (const auto& [lib, rate] : {std::pair<std::string, double>{"cudnn", builtin[0]}, {"flash", builtin[2]}}) {
