@@ -41,8 +41,8 @@
 //   optimizer_dtype: fp32 | bf16 | fp16, Adam's moments (--optimizer-dtype; empty: fp32).
 //   fp8_recipe: delayed | current | mxfp8 (--fp8-recipe; empty: delayed), for precision fp8 rows.
 //   dropout: the attention and hidden dropout probability in [0, 1) (--attention-dropout and
-//     --hidden-dropout; empty: the model's, Megatron-LM's 0.1 for arch gpt). NeMo's GPT-3 175B and
-//     Nemotron configs set both to 0.
+//     --hidden-dropout; empty: the model's, Megatron-LM's 0.1 for arch gpt). NeMo's Nemotron-4 yamls set
+//     both to 0, its GPT-3 175B yaml to 0.1 (data/published/nemo_h100_bf16.csv's header).
 //   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32). NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once

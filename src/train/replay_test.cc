@@ -284,8 +284,8 @@ TEST(Replay, ExpertTpColumnMapsOntoItsFlag) {
   EXPECT_NE(error_of(h + zero).find("[etp]"), std::string::npos);
 }
 
-// dropout: NeMo's GPT-3 175B and Nemotron configs set attention and hidden dropout to 0 where arch gpt
-// would take Megatron-LM's 0.1 (data/published/nemo_h100_bf16.csv); the column maps onto both
+// dropout: NeMo's Nemotron-4 yamls set attention and hidden dropout to 0 where arch gpt would take
+// Megatron-LM's 0.1 (N4, N5 of data/published/nemo_h100_bf16.csv; a row of N6's shape here); the column maps onto both
 // --attention-dropout and --hidden-dropout, an empty cell adds neither, and a probability outside [0, 1)
 // or a word names its column. Every Megatron-based source gets --grad-accum-fusion yes, torchtitan and
 // the SC'21 rows no (replay.cc).
