@@ -210,8 +210,9 @@ then pass=$((pass+1)); else echo "FAIL plan partial-recompute"; fail=$((fail+1))
 if python3 - "$bin" <<'PY' 2>/dev/null
 import json, subprocess, sys
 b = sys.argv[1]
+# The flat FSDP implementation: under FSDP2's copies the activation-offloaded ZeRO-3 plans rank 34th and below.
 args = [b, "plan", "train", "--model", "llama3-8b", "--gpu", "h100-sxm", "--gpus", "8", "--seq", "8192", "--gbs", "64",
-        "--budget-gib", "40", "--top", "10", "--quiet"]
+        "--budget-gib", "40", "--top", "10", "--quiet", "--fsdp-impl", "flat"]
 off = json.loads(subprocess.run([b, "--json"] + args[1:], capture_output=True, text=True, check=True).stdout)
 on = json.loads(subprocess.run([b, "--json"] + args[1:] + ["--offload", "both"], capture_output=True, text=True, check=True).stdout)
 assert off["space"]["activation_offload"] is False and off["space"]["optimizer_offload"] is False
@@ -279,6 +280,20 @@ expect plan-precision-column 0 "bf16 and fp8 searched" -- "${prec_plan[@]}" --pr
 expect plan-precision-cell 0 " sp +precision " -- "${prec_plan[@]}" --precision bf16,fp8
 expect plan-precision-bad 2 "--precision: unknown training precision 'fp4'" -- "${prec_plan[@]}" --precision bf16,fp4
 expect plan-precision-no-peak 2 "--precision: GPU 'a100-sxm-80gb' has no dense fp8 peak" -- plan train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --seq 4096 --gbs 16 --precision bf16,fp8
+# --fsdp-impl: every plan and the search record it; a ZeRO-3 search under FSDP2's copies finds no plan
+# faster than the flat search's best, since each plan only gains copies (train/plan.h, FsdpImpl).
+z3_plan=(plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 4096 --gbs 16 --top 3 --quiet --max-cp 1 --shardings zero3)
+if python3 - "$bin" "${z3_plan[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+f2, flat = run(), run("--fsdp-impl", "flat")
+assert f2["fsdp_impl"] == "fsdp2" and flat["fsdp_impl"] == "flat"
+assert all(p["plan"]["fsdp_impl"] == "fsdp2" for p in f2["top"] + f2["pareto"])
+assert f2["top"][0]["tokens_per_s_per_gpu"] < flat["top"][0]["tokens_per_s_per_gpu"]
+PY
+then pass=$((pass+1)); else echo "FAIL plan-fsdp-impl"; fail=$((fail+1)); fi
+expect plan-fsdp-impl-bad 2 "--fsdp-impl: unknown FSDP implementation 'flt'; did you mean 'flat'" -- "${z3_plan[@]}" --fsdp-impl flt
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
 expect plan-offload-bad 2 "--offload: expected no, activations, optimizer or both, found 'activation'; did you mean 'activations'" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --offload activation
 expect plan-partial-recompute-bad 2 "--partial-recompute: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --partial-recompute some

@@ -263,6 +263,22 @@ assert abs((yes["step_time_s"] - no["step_time_s"]) - expected) < 1e-9, (yes["st
 PY
 then pass=$((pass+1)); else echo "FAIL grad-accum-fusion"; fail=$((fail+1)); fi
 
+# --fsdp-impl (train/plan.h, FsdpImpl): FSDP2's copies around each collective (their bytes and streams
+# are derived in Simulator.Fsdp2CopiesItsBuffersAroundEachCollective) make a ZeRO-3 step longer than the
+# flat implementation's and leave a ZeRO-1 step as it is; the run records the choice; a wrong name is a
+# one-line error with the nearest one.
+z3=(train --model llama3-8b --gpu h100-sxm --gpus 8 --gbs 16 --seq 4096 --mbs 2)
+if python3 - "$("$bin" --json "${z3[@]}" --dp-sharding fsdp)" "$("$bin" --json "${z3[@]}" --dp-sharding fsdp --fsdp-impl flat)" \
+     "$("$bin" --json "${z3[@]}" --dp-sharding distopt)" "$("$bin" --json "${z3[@]}" --dp-sharding distopt --fsdp-impl flat)" <<'PY' 2>/dev/null
+import json, sys
+f2, flat, d2, dflat = (json.loads(x) for x in sys.argv[1:5])
+assert f2["plan"]["fsdp_impl"] == "fsdp2" and flat["plan"]["fsdp_impl"] == "flat"
+assert f2["step_time_s"] > flat["step_time_s"] and f2["time"]["dp"] > flat["time"]["dp"]
+assert d2["step_time_s"] == dflat["step_time_s"]
+PY
+then pass=$((pass+1)); else echo "FAIL fsdp-impl"; fail=$((fail+1)); fi
+expect bad-fsdp-impl 2 "--fsdp-impl.*'fsdp3'.*did you mean 'fsdp2'" -- "${z3[@]}" --dp-sharding fsdp --fsdp-impl fsdp3
+
 # --attention-dropout: the same GPT (Megatron-LM's default 0.1) against 0: cuDNN draws a mask element per
 # attended pair and head in both passes (compute_model.cc: 5.82e11 forward, 1.30e12 backward per second on
 # an H100), 16 heads x 2,048 x 2,049 / 2 pairs per layer, 4 layers, 8 micro-batches:

@@ -68,6 +68,7 @@ struct PlanTrainArgs {
   double cpu_adam_rate = tr::kCpuAdamParamsPerSecond;  // --cpu-adam-rate
   int64_t grad_bytes = 4;
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
+  std::string fsdp_impl = "fsdp2";
   std::string tp_overlap = "no";  // --tp-comm-overlap
   std::string fp8_attention = "no";
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
@@ -373,6 +374,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   if (o.base.fp8_attention && !any_fp8) throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
   o.base.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
+  o.base.fsdp_impl = tr::parse_fsdp_impl(a.fsdp_impl, kCl.with_key("--fsdp-impl"));
   if (o.base.fp8_recipe != tr::Fp8Recipe::kDelayed && !any_fp8) {
     throw InputError(kCl.with_key("--fp8-recipe"), "applies to --precision fp8");
   }
@@ -475,6 +477,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
     j["fp8_attention"] = o.base.fp8_attention;
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
+    j["fsdp_impl"] = tr::fsdp_impl_name(o.base.fsdp_impl);
     j["grad_bytes"] = o.base.grad_bytes;
     j["grad_accum_fusion"] = o.base.grad_accum_fusion;
     j["dropout"] = dropout_json(model);
@@ -635,6 +638,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   add_fp8_recipe_flag(*c, a->fp8_recipe);
+  add_fsdp_impl_flag(*c, a->fsdp_impl);
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")
       ->capture_default_str();

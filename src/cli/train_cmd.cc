@@ -46,6 +46,7 @@ struct TrainArgs {
   std::string moe_dispatcher = "alltoall";
   std::string recompute_modules;  // --recompute-modules; empty: core_attn
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
+  std::string fsdp_impl = "fsdp2";
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
@@ -139,6 +140,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
   p.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   p.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
+  p.fsdp_impl = tr::parse_fsdp_impl(a.fsdp_impl, kCl.with_key("--fsdp-impl"));
   p.eager = parse_fusion(a.kernels.fusion);
   p.allocator = parse_allocator(a.kernels.allocator);
   p.grad_bytes = a.grad_bytes;
@@ -641,6 +643,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16, TE's default)")
       ->capture_default_str();
   add_fp8_recipe_flag(*c, a->fp8_recipe);
+  add_fsdp_impl_flag(*c, a->fsdp_impl);
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();

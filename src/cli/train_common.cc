@@ -207,6 +207,13 @@ void add_optimizer_state_flags(CLI::App& c, std::string& optimizer_dtype, std::s
       ->capture_default_str();
 }
 
+void add_fsdp_impl_flag(CLI::App& c, std::string& fsdp_impl) {
+  c.add_option("--fsdp-impl", fsdp_impl,
+               "--dp-sharding fsdp/hsdp: fsdp2 (PyTorch's fully_shard: per-parameter shards, copied in and out "
+               "around each all-gather and reduce-scatter) | flat (Megatron-FSDP, FSDP1: views of the buffers, no copies)")
+      ->capture_default_str();
+}
+
 void add_fp8_recipe_flag(CLI::App& c, std::string& fp8_recipe) {
   c.add_option("--fp8-recipe", fp8_recipe,
                "--precision fp8: Transformer Engine's scaling: delayed (amax history) | current (NeMo's FP8-CS: each "
@@ -453,6 +460,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"dp_sharding", train::sharding_name(p.sharding)},
                   {"shard_group", p.shard_group},
                   {"unsharded_layers", p.unsharded_layers},
+                  {"fsdp_impl", train::fsdp_impl_name(p.fsdp_impl)},
                   {"recompute", train::recompute_name(p.recompute)},
                   {"recompute_layers", p.recompute_layers},
                   {"recompute_modules", p.recompute == train::Recompute::kSelective

@@ -76,6 +76,8 @@ void add_kernel_options(CLI::App* c, KernelArgs& k);
 void add_optimizer_state_flags(CLI::App& c, std::string& optimizer_dtype, std::string& master_weights);
 // --fp8-recipe (train/plan.h, Fp8Recipe), the same on train and plan train.
 void add_fp8_recipe_flag(CLI::App& c, std::string& fp8_recipe);
+// --fsdp-impl (train/plan.h, FsdpImpl), the same on train and plan train.
+void add_fsdp_impl_flag(CLI::App& c, std::string& fsdp_impl);
 
 // The GPU's default calibration with --attention-kernel applied (default | fa2 | cudnn | fa3), then the
 // constants of --calibration FILE (io/calibration_file.h) laid over it; InputError naming the flag for

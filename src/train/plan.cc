@@ -67,6 +67,8 @@ constexpr std::array kMasterWeights = {
 constexpr std::array kFp8Recipes = {std::pair<std::string_view, Fp8Recipe>{"delayed", Fp8Recipe::kDelayed},
                                     std::pair<std::string_view, Fp8Recipe>{"current", Fp8Recipe::kCurrent},
                                     std::pair<std::string_view, Fp8Recipe>{"mxfp8", Fp8Recipe::kMxfp8}};
+constexpr std::array kFsdpImpls = {std::pair<std::string_view, FsdpImpl>{"fsdp2", FsdpImpl::kFsdp2},
+                                   std::pair<std::string_view, FsdpImpl>{"flat", FsdpImpl::kFlat}};
 constexpr std::array kOptimizerDtypes = {std::pair<std::string_view, hw::DType>{"fp32", hw::DType::kFp32},
                                          std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
                                          std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16}};
@@ -75,6 +77,9 @@ constexpr std::array kOptimizerDtypes = {std::pair<std::string_view, hw::DType>{
 
 Fp8Recipe parse_fp8_recipe(std::string_view name, const Where& where) {
   return parse_named(name, kFp8Recipes, where, "fp8 recipe");
+}
+FsdpImpl parse_fsdp_impl(std::string_view name, const Where& where) {
+  return parse_named(name, kFsdpImpls, where, "FSDP implementation");
 }
 MasterWeights parse_master_weights(std::string_view name, const Where& where) {
   return parse_named(name, kMasterWeights, where, "master-weight copy");
@@ -172,6 +177,7 @@ std::string_view grad_sync_name(GradSync g) { return name_in(kGradSyncs, g); }
 std::string_view moe_dispatcher_name(MoeDispatcher d) { return name_in(kMoeDispatchers, d); }
 std::string_view master_weights_name(MasterWeights m) { return name_in(kMasterWeights, m); }
 std::string_view fp8_recipe_name(Fp8Recipe r) { return name_in(kFp8Recipes, r); }
+std::string_view fsdp_impl_name(FsdpImpl f) { return name_in(kFsdpImpls, f); }
 
 MoeDispatcher parse_moe_dispatcher(std::string_view name, const Where& where) {
   return parse_named(name, kMoeDispatchers, where, "MoE token dispatcher");

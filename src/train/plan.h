@@ -126,6 +126,18 @@ enum class MasterWeights {
   kNone,        // no copy: the optimizer updates the 16-bit weights (NeMo's distributed Adam when
                 // its optimizer dtype equals the model's)
 };
+// How a ZeRO-3/FSDP implementation holds the parameters it gathers and the gradients it reduces.
+// kFsdp2: PyTorch's fully_shard (FSDP2, torchtitan, NeMo AutoModel) shards each parameter on its own
+// (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py), so every collective has copies around
+// it: all-gather copy-in (each rank's shard cast to the 16-bit dtype into the flat input, on the
+// all-gather's stream), all-gather copy-out (split_with_sizes_copy of the gathered buffer into the
+// parameters, on the compute stream, before the layer runs) and, before each reduce-scatter, the
+// gradients' copy-in (_chunk_cat, cast to the reduce dtype, on the compute stream). kFlat: the
+// parameters and gradients are views of the gathered and reduced buffers (Megatron-FSDP, PyTorch's
+// FSDP1 FlatParameter): no copies.
+enum class FsdpImpl { kFsdp2, kFlat };
+std::string_view fsdp_impl_name(FsdpImpl f);  // fsdp2 | flat
+FsdpImpl parse_fsdp_impl(std::string_view name, const Where& where);
 std::string_view master_weights_name(MasterWeights m);  // fp32 | fp16 | remainders | none
 std::string_view fp8_recipe_name(Fp8Recipe r);          // delayed | current | mxfp8
 Fp8Recipe parse_fp8_recipe(std::string_view name, const Where& where);
@@ -163,6 +175,7 @@ struct Plan {
   Sharding sharding = Sharding::kNone;
   int64_t shard_group = 0;  // HSDP: shard within groups of this many DP ranks, replicate across; 0 = dp
   int64_t unsharded_layers = 0;  // ZeRO-3: keep this many layers' parameters gathered (per stage)
+  FsdpImpl fsdp_impl = FsdpImpl::kFlat;  // sharding zero3: the copies around its collectives (FsdpImpl)
 
   // ---- recomputation and offload
   Recompute recompute = Recompute::kNone;

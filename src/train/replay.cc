@@ -363,6 +363,12 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (!r.optimizer_dtype.empty()) f.emplace_back("--optimizer-dtype", r.optimizer_dtype);
   if (!r.master_weights.empty()) f.emplace_back("--master-weights", r.master_weights);
   if (!r.fp8_recipe.empty()) f.emplace_back("--fp8-recipe", r.fp8_recipe);
+  // Sharded data parallelism: torchtitan and NeMo AutoModel run PyTorch's FSDP2 (fully_shard), whose
+  // collectives copy their buffers; Megatron-Bridge's "FSDP" is Megatron-FSDP (buffer views).
+  if (r.dp_sharding == "fsdp" || r.dp_sharding == "zero3" || r.dp_sharding == "hsdp") {
+    const bool fsdp2 = torchtitan || r.source.rfind("nemo-automodel", 0) == 0;
+    f.emplace_back("--fsdp-impl", fsdp2 ? "fsdp2" : "flat");
+  }
   if (r.dropout >= 0.0) {
     f.emplace_back("--attention-dropout", fmt::format("{:g}", r.dropout));
     f.emplace_back("--hidden-dropout", fmt::format("{:g}", r.dropout));

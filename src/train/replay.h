@@ -20,6 +20,8 @@
 //   notes containing "eager": unfused PyTorch elementwise kernels (--fusion eager).
 //   Embedding tying: tied or untied, whichever parameter count is nearer params_b.
 //   Gradient bytes: 4 (fp32 main gradients: Megatron-LM, FSDP2 with fp32 reduce) -- the CLI default.
+//   Sharded DP (fsdp, zero3, hsdp): torchtitan-2412 and nemo-automodel-* run PyTorch's FSDP2
+//   (--fsdp-impl fsdp2, the copies around its collectives); every other source Megatron-FSDP (flat).
 // Optional columns (a table may leave them out; an empty cell is "not stated"), for runs the sizes above
 // cannot describe or whose stack states more:
 //   model: a catalog model name, or a config.json path relative to the table's folder (MoE, MLA,

@@ -49,7 +49,8 @@ constexpr auto cat(TimeCategory c) { return static_cast<uint16_t>(c); }
 // The parts of a compute task's duration, by category.
 struct Parts {
   Time compute, recompute, tp, cp, ep;
-  Time total() const { return compute + recompute + tp + cp + ep; }
+  Time dp;  // FSDP2's copies on the compute stream (Plan::fsdp_impl)
+  Time total() const { return compute + recompute + tp + cp + ep + dp; }
 };
 
 struct StageStreams {
@@ -264,8 +265,11 @@ class Builder {
     for (const auto& [params, g] : {std::pair{ps.dense, Group::kDpShard}, std::pair{ps.experts, Group::kEdpShard}}) {
       if (params <= 0) continue;
       const Bytes bytes = Bytes::from_double(d(params) * 2.0);
-      const Time t = collective(s, coll::Op::kAllGather, bytes, g);
+      Time t = collective(s, coll::Op::kAllGather, bytes, g);
       if (t <= Time::zero()) continue;
+      // FSDP2's copy-in on the all-gather's stream: the rank's shard, in the dtype it is kept in, cast
+      // into the 16-bit flat input.
+      if (fsdp2()) t += cm_.memory_bound(Bytes::from_double(d(params) / d(group_size(p_, g)) * d(shard_param_bytes() + 2)));
       const TaskId ag = add_task(s, stream, t, TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
         return fmt::format("{}{} {:.1f} MB", g == Group::kEdpShard ? "expert " : "", what(), bytes.to_double() * 1e-6);
       }, link_resource(s, g));
@@ -273,6 +277,25 @@ class Builder {
       r.second = ag;
     }
     return r;
+  }
+
+  // FSDP2 (Plan::fsdp_impl): ZeRO-3 with per-parameter shards, whose collectives copy their buffers.
+  bool fsdp2() const { return p_.sharding == Sharding::kZero3 && p_.fsdp_impl == FsdpImpl::kFsdp2; }
+  // The bytes of one element of the shard FSDP2 keeps (the master copy, else the 16-bit parameter).
+  int64_t shard_param_bytes() const { return p_.master_bytes() > 0 ? p_.master_bytes() : 2; }
+  // FSDP2's compute-stream copies for a piece's parameters, each over the groups that gather or reduce
+  // them: after the all-gather, split_with_sizes_copy reads the gathered 16-bit buffer and writes the
+  // parameters (2 + 2 B per element); before the reduce-scatter, _chunk_cat reads the 16-bit gradients
+  // and writes them in the reduce dtype (2 + grad_bytes B per element).
+  Time fsdp2_copies(ParamSplit ps, bool gather, bool reduce) const {
+    double elems = 0.0;
+    if (group_size(p_, Group::kDpShard) > 1) elems += d(ps.dense);
+    if (group_size(p_, Group::kEdpShard) > 1) elems += d(ps.experts);
+    if (elems <= 0.0) return Time::zero();
+    Time t;
+    if (gather) t += cm_.memory_bound(Bytes::from_double(elems * 4.0));
+    if (reduce) t += cm_.memory_bound(Bytes::from_double(elems * (2.0 + d(p_.grad_bytes))));
+    return t;
   }
 
   // Transformer Engine's delayed scaling: when a model chunk's fp8_autocast region ends, in forward and
@@ -399,7 +422,9 @@ class Builder {
         // Forward pieces go up the layers, backward and weight pieces down.
         const int64_t lo = pass.kind == PassKind::kForward ? k * width : (pieces - 1 - k) * width;
         const int64_t hi = lo + width;
-        const Parts parts = pass_parts(s, c, pass.kind, lo, hi);
+        Parts parts = pass_parts(s, c, pass.kind, lo, hi);
+        const bool gathers = zero3 && pass.kind != PassKind::kWeight && range(s, c).offset + lo >= p_.unsharded_layers;
+        if (zero3 && fsdp2()) parts.dp += fsdp2_copies(piece_split(s, c, lo, hi), gathers, pass.kind == grad_kind);
         const bool filler = false;  // the schedule places every W pass (train/schedule.h)
         const char kind_char = pass.kind == PassKind::kForward ? 'F' : pass.kind == PassKind::kBackward ? 'B' : 'W';
         const auto piece_name = [&] {
@@ -430,15 +455,12 @@ class Builder {
         } else {
           compute_order.push_back(id_last);
         }
-        if (zero3 && pass.kind != PassKind::kWeight) {
-          const int64_t stage_index = range(s, c).offset + lo;
-          if (stage_index >= p_.unsharded_layers) {
-            const auto [ag_first, ag_last] =
-                gather_params(s, st.dp_gather, piece_split(s, c, lo, hi), [&] { return fmt::format("all-gather l{}", lo); });
-            const auto anchor = static_cast<int64_t>(compute_order.size()) - 2 - p_.fsdp_prefetch;
-            if (!filler && anchor >= 0) dep(ag_first, compute_order[static_cast<size_t>(anchor)]);
-            dep(id, ag_last);
-          }
+        if (gathers) {
+          const auto [ag_first, ag_last] =
+              gather_params(s, st.dp_gather, piece_split(s, c, lo, hi), [&] { return fmt::format("all-gather l{}", lo); });
+          const auto anchor = static_cast<int64_t>(compute_order.size()) - 2 - p_.fsdp_prefetch;
+          if (!filler && anchor >= 0) dep(ag_first, compute_order[static_cast<size_t>(anchor)]);
+          dep(id, ag_last);
         }
         if (zero3 && pass.kind == grad_kind) {
           reduce_grads(s, st, piece_split(s, c, lo, hi), id_last, last_mb);
@@ -685,6 +707,7 @@ class Builder {
         add(TimeCategory::kTp, p.tp);
         add(TimeCategory::kCp, p.cp);
         add(TimeCategory::kEp, p.ep);
+        add(TimeCategory::kDp, p.dp);
         // A collective of the pass that shared its link ran longer than alone: the excess is its own.
         const Time stretch = (x.end - x.start) - task.duration;
         if (stretch > Time::zero()) {

@@ -481,6 +481,41 @@ TEST(Simulator, FsdpGatherAndReduceShareTheNic) {
   EXPECT_GT(shared.step_time, alone.step_time);
 }
 
+// FSDP2's copies (Plan::fsdp_impl, torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py). ZeRO-3
+// over 2 ranks, 16 layers of 1,000,000 parameters, one micro-batch, every collective 10 us (each
+// layer's all-gather, prefetched one layer ahead, hides behind the 1 ms layer before it). On the
+// compute stream each layer adds, forward and backward, the copy-out of its gathered bf16 buffer into
+// the parameters (read 2 + write 2 B per element: 4 MB), and in the backward the copy-in of its bf16
+// gradients cast to the fp32 reduce dtype (2 + 4 B: 6 MB): 16 x (2 x t(4 MB) + t(6 MB)) with t the
+// memory-bound time of those bytes. The all-gather's own copy-in (the rank's fp32 shard, half of the
+// layer, cast to bf16: 500,000 x (4 + 2) B) runs on the gather stream, hidden except before the first
+// layer, whose forward waits for it: + t(3 MB). The flat implementation (Megatron-FSDP, FSDP1) copies
+// nothing; a DP-sharded plan without ZeRO-3 is the same under either.
+TEST(Simulator, Fsdp2CopiesItsBuffersAroundEachCollective) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1'000'000);
+  const FixedComm comm(ms(0.01), Time::zero());
+  Plan plan;
+  plan.dp = 2;
+  plan.gbs = 2;
+  plan.sharding = Sharding::kZero3;
+  const StepResult flat = simulate_step(f.model, plan, c, f.cm, comm);
+  plan.fsdp_impl = FsdpImpl::kFsdp2;
+  const StepResult fsdp2 = simulate_step(f.model, plan, c, f.cm, comm);
+  const auto t = [&](double bytes) { return f.cm.memory_bound(Bytes::from_double(bytes)); };
+  const Time per_layer = t(4e6) * 2 + t(6e6);
+  const Time expected = per_layer * 16 + t(3e6);
+  EXPECT_EQ(fsdp2.step_time - flat.step_time, expected);
+  // The compute-stream copies count as DP time, as does the first gather's longer wait.
+  EXPECT_EQ(fsdp2.breakdown[static_cast<size_t>(TimeCategory::kDp)] - flat.breakdown[static_cast<size_t>(TimeCategory::kDp)],
+            expected);
+  EXPECT_EQ(fsdp2.breakdown[static_cast<size_t>(TimeCategory::kCompute)], flat.breakdown[static_cast<size_t>(TimeCategory::kCompute)]);
+  plan.sharding = Sharding::kZero2;
+  const StepResult zero2 = simulate_step(f.model, plan, c, f.cm, comm);
+  plan.fsdp_impl = FsdpImpl::kFlat;
+  EXPECT_EQ(simulate_step(f.model, plan, c, f.cm, comm).step_time, zero2.step_time);
+}
+
 // A pass's exposed collective shares the NIC with the DP stream. Two layers, one micro-batch, dp 2,
 // per-layer gradient buckets reduced during the backward (4 ms each alone), each layer's backward 2 ms
 // of kernels and 2 ms of expert all-to-all exposed (alone), forward 1 ms per layer without any:

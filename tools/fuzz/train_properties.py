@@ -30,6 +30,8 @@ plans that differ in one setting. Each relation below holds for every plan, with
   grad accum     --grad-accum-fusion yes against no: the model FLOPs and the peak do not change (the fp32
                  accumulation adds only epilogue traffic to the weight-gradient GEMMs) and the step is not
                  shorter
+  fsdp impl      --fsdp-impl fsdp2 against flat: the model FLOPs and the peak do not change (FSDP2's copies
+                 are memory-bound kernels beside the collectives) and the step is not shorter
   dropout        --attention-dropout 0.1 against 0: the model FLOPs and the peak do not change (the fused
                  kernel regenerates its mask instead of saving it)
   modules        --recompute selective with --recompute-modules core_attn,moe_act (MoE models) or
@@ -147,6 +149,8 @@ PAIRS = {
                   <= 1e-9 * a['tflops_per_gpu'] * a['step_time_s'] and a['memory']['weights'] <= b['memory']['weights'], True),
     'grad accum': (['--grad-accum-fusion', 'no'], ['--grad-accum-fusion', 'yes'],
                    lambda a, b: same_work(a, b) and le(a['step_time_s'], b['step_time_s']), True),
+    'fsdp impl': (['--fsdp-impl', 'flat'], ['--fsdp-impl', 'fsdp2'],
+                  lambda a, b: same_work(a, b) and le(a['step_time_s'], b['step_time_s']), True),
     'dropout': (['--attention-dropout', '0'], ['--attention-dropout', '0.1'], same_work, True),
     'dropout step': (['--attention-dropout', '0'], ['--attention-dropout', '0.1'],
                      lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
