@@ -7,6 +7,8 @@
 // runs"); every row's command line is printed with --commands.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -188,9 +190,11 @@ TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
   // 2026-11-28, with the weight gradients' fp32 accumulation measured on an H100 (Megatron's
   // gradient-accumulation fusion): median 3.0%, worst 13.5%; then with N4-N6 (replayed as arch gpt)
   // at NeMo's dropout 0 (the table's dropout column, cited there) instead of Megatron-LM's 0.1, whose
-  // hidden-dropout kernels and masks they had carried: median 5.5%, worst 15.2% (N6).
-  EXPECT_LE(med, 0.06);
-  EXPECT_LE(worst, 0.155);
+  // hidden-dropout kernels and masks they had carried: median 5.5%, worst 15.2% (N6). 2026-11-29, with
+  // the files those runs used (the table's header): N6 at gpt3_175b_hydra.yaml's dropout 0.1, N5 and N6
+  // on flash-attn 2 (configure.sh's NVTE_FUSED_ATTN=0): median 4.7%, worst 12.1% (N6).
+  EXPECT_LE(med, 0.05);
+  EXPECT_LE(worst, 0.125);
   EXPECT_EQ(unfit, 0);
 }
 
@@ -209,13 +213,55 @@ TEST(TrainValidation, ReplaysNemoH100Bf16HeldOut) {
 // All seven fit their 80 GB (F5 did not). 2026-11-28, with the weight gradients' fp32 accumulation
 // measured on an H100 (in fp8 too: TE's wgrad GEMM adds into the fp32 main gradient): median 5.4%,
 // worst 21.0% (F7, unchanged: its experts' grouped GEMMs are a small share of its step), F6 15.0%; with
-// F4-F6 at NeMo's dropout 0 (as the BF16 rows): median 8.7%, worst 21.0% (F6 17.6%). The
+// F4-F6 at NeMo's dropout 0 (as the BF16 rows): median 8.7%, worst 21.0% (F6 17.6%); 2026-11-29, with
+// F5-F6 on flash-attn 2 and F6 at its yaml's dropout 0.1 (as N5-N6): median 7.4%, worst 21.0%. The
 // fp8 GEMMs themselves were measured the same day at these rows' shapes: the model's fp8/bf16 time
 // ratio is within 2.8% median of the measured one (h100_kernels_validation_test).
 TEST(TrainValidation, ReplaysNemoH100Fp8HeldOut) {
   const auto [med, worst, unfit, by_gpu] = replay_held_out("nemo_h100_fp8.csv", 7, "NeMo H100 FP8 rows");
-  EXPECT_LE(med, 0.09);
+  EXPECT_LE(med, 0.08);
   EXPECT_LE(worst, 0.215);
+  EXPECT_EQ(unfit, 0);
+}
+
+// Held out: the same twelve NeMo runs at every GPU count their READMEs publish, the global batch grown
+// with the GPUs (data/published/nemo_h100_scaling.csv, cited there; 64 rows, 8 to 2,304 GPUs). Beside
+// each row's error the test prints each curve's growth, the step at the largest count over the step at
+// the smallest, measured and simulated: how much of a weak-scaling loss the model sees. Where it stands
+// (2026-11-29): median 7.5%, worst 22.9% (F6 at 1,024 GPUs, whose measured step rises 13.5% and falls
+// again at 2,048); the measured steps grow 1.2% to 10.4% from the smallest count to the largest, the
+// simulated ones by under 1.5% (DP collectives over more machines, hidden behind the last micro-batch's
+// backward), so the errors grow with the scale. Every row fits its 80 GB.
+TEST(TrainValidation, ReplaysNemoH100WeakScalingHeldOut) {
+  const auto [med, worst, unfit, by_gpu] = replay_held_out("nemo_h100_scaling.csv", 64, "NeMo H100 weak-scaling rows");
+  const char* src = std::getenv("ORRERY_SOURCE_DIR");
+  const io::Json doc = replay(std::string(src != nullptr ? src : ".") + "/data/published/nemo_h100_scaling.csv");
+  ASSERT_TRUE(doc.contains("rows"));
+  // Each curve: the first (x1) and last row of its id prefix.
+  std::vector<std::tuple<std::string, double, double, double, double>> curves;  // id, meas0, pred0, meas1, pred1
+  for (const io::Json& r : doc.at("rows")) {
+    const std::string id = r.at("id").get<std::string>();
+    const std::string base = id.substr(0, id.find('x'));
+    const double m = r.at("measured").get<double>(), p = r.at("predicted").get<double>();
+    if (curves.empty() || std::get<0>(curves.back()) != base) {
+      curves.emplace_back(base, m, p, m, p);
+    } else {
+      std::get<3>(curves.back()) = m;
+      std::get<4>(curves.back()) = p;
+    }
+  }
+  EXPECT_EQ(curves.size(), 12u);
+  fmt::print("\nweak scaling: step at the largest GPU count over the step at the smallest\n");
+  fmt::print("{:<5} {:>9} {:>10}\n", "run", "measured", "simulated");
+  double sim_max = 0.0;
+  for (const auto& [id, m0, p0, m1, p1] : curves) {
+    fmt::print("{:<5} {:>8.3f}x {:>9.3f}x\n", id, m1 / m0, p1 / p0);
+    sim_max = std::max(sim_max, p1 / p0);
+    EXPECT_GE(m1 / m0, 0.99) << id;  // the published steps: none scales better than 1% faster
+  }
+  EXPECT_LE(sim_max, 1.02);  // the model's weak scaling is nearly flat (where it stands)
+  EXPECT_LE(med, 0.08);
+  EXPECT_LE(worst, 0.235);
   EXPECT_EQ(unfit, 0);
 }
 
