@@ -279,6 +279,23 @@ PY
 then pass=$((pass+1)); else echo "FAIL fsdp-impl"; fail=$((fail+1)); fi
 expect bad-fsdp-impl 2 "--fsdp-impl.*'fsdp3'.*did you mean 'fsdp2'" -- "${z3[@]}" --dp-sharding fsdp --fsdp-impl fsdp3
 
+# --gpu-variability (train/variability.h): two GPUs whose speeds vary by sigma = 1% compute at the pace of
+# the slower one, 1 + 0.01 E[max of 2 normals] = 1 + 0.01 / sqrt(pi) times the typical GPU's compute time
+# (an order-statistics closed form); the run records sigma and the factor; outside [0, 0.5] is an error.
+two=(train --arch gpt --layers 4 --hidden 1024 --heads 16 --vocab 32000 --seq 2048 --gpu h100-sxm --gpus 2 --gbs 8)
+if python3 - "$("$bin" --json "${two[@]}")" "$("$bin" --json "${two[@]}" --gpu-variability 0.01)" <<'PY' 2>/dev/null
+import json, math, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+f = 1 + 0.01 / math.sqrt(math.pi)
+assert a["gpu_variability"]["sigma"] == 0 and a["gpu_variability"]["slowest_gpu_factor"] == 1
+assert b["gpu_variability"]["sigma"] == 0.01 and abs(b["gpu_variability"]["slowest_gpu_factor"] - f) < 1e-9
+assert abs(b["time"]["compute"] / a["time"]["compute"] - f) < 1e-9, b["time"]["compute"] / a["time"]["compute"]
+assert b["step_time_s"] > a["step_time_s"]
+PY
+then pass=$((pass+1)); else echo "FAIL gpu-variability"; fail=$((fail+1)); fi
+expect gpu-variability-row 0 "the slowest of 2 GPUs paces the step" -- "${two[@]}" --gpu-variability 0.01
+expect bad-gpu-variability 2 "--gpu-variability: expected a relative standard deviation in \[0, 0.5\]" -- "${two[@]}" --gpu-variability 5%
+
 # --attention-dropout: the same GPT (Megatron-LM's default 0.1) against 0: cuDNN draws a mask element per
 # attended pair and head in both passes (compute_model.cc: 5.82e11 forward, 1.30e12 backward per second on
 # an H100), 16 heads x 2,048 x 2,049 / 2 pairs per layer, 4 layers, 8 micro-batches:

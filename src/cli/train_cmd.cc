@@ -22,6 +22,7 @@
 #include "io/hf_config.h"
 #include "train/replay.h"
 #include "train/train.h"
+#include "train/variability.h"
 
 namespace orrery::cli {
 namespace {
@@ -57,6 +58,7 @@ struct TrainArgs {
   double cpu_adam_rate = tr::kCpuAdamParamsPerSecond;  // --cpu-adam-rate
   bool optimizer_fraction_given = false;
   std::vector<std::string> stragglers;
+  std::string gpu_variability;  // --gpu-variability SIGMA; empty: none
   std::vector<std::string> slow_links;
   std::string trace_out, trace_ranks;
   FabricArgs fabric;
@@ -231,6 +233,18 @@ std::vector<double> parse_stragglers(const std::vector<std::string>& items, cons
   return slow;
 }
 
+// --gpu-variability SIGMA: the relative standard deviation of the GPUs' speeds, in [0, 0.5]; 0 when not
+// given. InputError naming the flag otherwise.
+double parse_gpu_variability(const std::string& text) {
+  if (text.empty()) return 0.0;
+  const std::optional<double> v = parse_number(text);
+  if (!v || !(*v >= 0.0 && *v <= 0.5)) {
+    throw InputError(kCl.with_key("--gpu-variability"),
+                     fmt::format("expected a relative standard deviation in [0, 0.5] (e.g. 0.01 for 1%), found {}", text));
+  }
+  return *v;
+}
+
 // --slow-link RANK:KIND:FACTOR (repeatable): global rank RANK's NIC or NVLink port runs FACTOR times
 // slower (train/comm_model.h SlowLink).
 std::vector<tr::SlowLink> parse_slow_links(const std::vector<std::string>& items, const tr::Plan& p) {
@@ -337,6 +351,7 @@ struct TrainRun {
   tr::EvaluateOptions opt;
   std::optional<net::Topology> topology;
   compute::Calibration calibration;
+  double variability = 0.0;  // --gpu-variability SIGMA
   tr::TrainResult r;
 };
 
@@ -359,6 +374,13 @@ TrainRun simulate_train(Context& ctx, const TrainArgs& a) {
   tr::EvaluateOptions& opt = run.opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, run.plan);
   opt.step.stage_slowdown = parse_stragglers(a.stragglers, run.plan);
+  run.variability = parse_gpu_variability(a.gpu_variability);
+  if (run.variability > 0.0) {
+    // The slowest of the job's GPUs paces every stage (train/variability.h); a straggler stage is slower still.
+    const double f = tr::slowest_gpu_factor(run.variability, a.gpus);
+    opt.step.stage_slowdown.resize(static_cast<size_t>(run.plan.pp), 1.0);
+    for (double& x : opt.step.stage_slowdown) x *= f;
+  }
   opt.step.share_links = parse_yes_no(a.link_sharing, "--link-sharing");
   opt.slow_links = parse_slow_links(a.slow_links, run.plan);
   run.calibration = training_calibration(run.gpu, a.kernels);
@@ -435,6 +457,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["plan"] = pj;
     if (model.is_dit()) j["video"] = video_json(model.dit);
     j["stragglers"] = opt.step.stage_slowdown;  // per stage slowdown factor; empty = none
+    j["gpu_variability"] = Json{{"sigma", run.variability},
+                                {"slowest_gpu_factor", tr::slowest_gpu_factor(run.variability, a.gpus)}};
     Json links = Json::array();
     for (const tr::SlowLink& l : opt.slow_links) {
       links.push_back(Json{{"rank", l.rank}, {"link", tr::link_kind_name(l.kind)}, {"factor", l.factor}});
@@ -522,6 +546,10 @@ void run_train(Context& ctx, const TrainArgs& a) {
   }
   s.add_row({"communication", fabric_description(a.fabric, topology)});
   if (model.is_moe()) s.add_row({"MoE", moe_routing(model, plan, true)});
+  if (run.variability > 0.0) {
+    s.add_row({"GPU variability", fmt::format("sigma {:g}: the slowest of {} GPUs paces the step (compute x{:.4f})",
+                                              run.variability, a.gpus, tr::slowest_gpu_factor(run.variability, a.gpus))});
+  }
   for (const tr::SlowLink& l : opt.slow_links) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
                                         l.rank / tr::group_stride(plan, tr::Group::kPp), tr::link_kind_name(l.kind), l.factor)});
@@ -673,6 +701,10 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "the share of each rank's optimizer (master weights, moments, step) on the host, the rest on the GPU "
                 "(Megatron's --optimizer-offload-fraction; implies --optimizer-offload): (0, 1]")
       ->capture_default_str();
+  c->add_option("--gpu-variability", a->gpu_variability,
+                "relative standard deviation of the GPUs' speeds (e.g. 0.01): the slowest of --gpus GPUs paces the "
+                "step, compute x (1 + SIGMA E[max of N normals]) (docs/training.md)")
+      ->type_name("SIGMA");
   c->add_option("--straggler", a->stragglers,
                 "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")
       ->type_name("STAGE:FACTOR");

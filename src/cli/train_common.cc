@@ -146,18 +146,11 @@ void add_dropout_options(CLI::App* c, DropoutArgs& d) {
 void apply_dropout(model::ModelSpec& m, const DropoutArgs& d) {
   // A probability in [0, 1), or an InputError naming the flag.
   const auto probability = [](const std::string& text, const char* flag) {
-    const std::string t(trim(text));
-    double p = -1.0;
-    size_t used = 0;
-    try {
-      p = std::stod(t, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != t.size() || !(p >= 0.0 && p < 1.0)) {
+    const std::optional<double> p = parse_number(text);
+    if (!p || !(*p >= 0.0 && *p < 1.0)) {
       throw InputError(kCl.with_key(flag), fmt::format("expected a probability in [0, 1), found {}", text));
     }
-    return p;
+    return *p;
   };
   const double attention = d.attention.empty() ? m.dropout.attention : probability(d.attention, "--attention-dropout");
   const double hidden = d.hidden.empty() ? m.dropout.hidden : probability(d.hidden, "--hidden-dropout");

@@ -1,6 +1,7 @@
 // Small string helpers shared by readers and the CLI.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,10 @@ std::string suggest(std::string_view name, const std::vector<std::string>& candi
 
 std::string to_lower(std::string_view s);
 std::string_view trim(std::string_view s);
+
+// The finite number `s` spells (std::stod's syntax, surrounding spaces allowed); nullopt when any other
+// character remains, when it is empty, or when the number is out of range or not finite.
+std::optional<double> parse_number(std::string_view s);
 
 // The comma-separated fields of one CSV line, each trimmed (no quoting: the files orrery reads have
 // none). A trailing comma gives an empty last field. The views point into `line`. The second form

@@ -24,6 +24,14 @@ TEST(Suggest, FarNamesListTheValidOnes) {
   EXPECT_EQ(suggest("butterfly-mesh", names), "valid names: ring, tree");
 }
 
+TEST(ParseNumber, WholeFiniteNumbersOnly) {
+  EXPECT_EQ(parse_number(" 0.01 "), 0.01);
+  EXPECT_EQ(parse_number("-2e3"), -2000.0);
+  for (const char* bad : {"", "  ", "5%", "0.1x", "abc", "1e999", "nan", "inf"}) {
+    EXPECT_FALSE(parse_number(bad).has_value()) << bad;
+  }
+}
+
 TEST(SplitCsv, FieldsAreTrimmedAndATrailingCommaIsAnEmptyField) {
   const std::vector<std::string_view> f = split_csv(" a, b ,c,");
   ASSERT_EQ(f.size(), 4u);

@@ -23,6 +23,7 @@ plans that differ in one setting. Each relation below holds for every plan, with
                  attention output kept twice is counted)
   nic            a 400 Gb/s NIC gives a step no longer than a 200 Gb/s one
   straggler      --straggler 0:1.5 (stage 0 1.5x slower): the step is not shorter
+  gpu variability --gpu-variability 0.02: the model FLOPs and the peak do not change and the step is not shorter
   slow link      --slow-link 0:nic:3: the step is not shorter
   expert tp      --etp 1 (MoE, tp > 1 with SP): the model FLOPs per step (TFLOP/s x step) do not change (the
                  experts' GEMMs take etp / tp of the rows and tp / etp times the columns) and the weights
@@ -143,6 +144,7 @@ PAIRS = {
     'fp8 memory': (['--precision', 'bf16'], ['--precision', 'fp8'], lambda a, b: tensors(b) <= tensors(a), True),
     'nic': (['--nic-bandwidth', '200 Gb/s'], ['--nic-bandwidth', '400 Gb/s'], lambda a, b: le(b['step_time_s'], a['step_time_s']), True),
     'straggler': ([], ['--straggler', '0:1.5'], lambda a, b: le(a['step_time_s'], b['step_time_s']), True),
+    'gpu variability': ([], ['--gpu-variability', '0.02'], lambda a, b: same_work(a, b) and le(a['step_time_s'], b['step_time_s']), True),
     'slow link': ([], ['--slow-link', '0:nic:3'], lambda a, b: le(a['step_time_s'], b['step_time_s']), True),
     'expert tp': ([], ['--etp', '1'],
                   lambda a, b: abs(a['tflops_per_gpu'] * a['step_time_s'] - b['tflops_per_gpu'] * b['step_time_s'])
