@@ -299,6 +299,10 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
   const Time hop = pp > 1 ? comm.p2p(c.boundary_activation) : Time::zero();
   const bool zero3 = p.sharding == Sharding::kZero3 && group_size(p, Group::kDpShard) > 1;
+  // FSDP2's copies, as the simulator adds them: on the compute stream per layer and pass, and on the
+  // gather stream with each all-gather.
+  const bool fsdp2 = zero3 && p.fsdp_impl == FsdpImpl::kFsdp2;
+  const bool experts_sharded = group_size(p, Group::kEdpShard) > 1;
   CollectiveMemo gather{comm, coll::Op::kAllGather, Group::kDpShard, 2};
   CollectiveMemo reduce{comm, coll::Op::kReduceScatter, Group::kDpShard, p.grad_bytes};
   CollectiveMemo expert_gather{comm, coll::Op::kAllGather, Group::kEdpShard, 2};
@@ -319,6 +323,15 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
         experts += l.expert_params;
         f += l.fwd + l.tp_fwd + l.cp_fwd + l.ep_fwd;
         b += l.bwd_input + l.bwd_weight + l.tp_bwd + l.cp_bwd + l.ep_bwd;
+        if (fsdp2) {
+          int64_t dense = l.params - l.expert_params;
+          if (s == 0 && ch == 0 && i == 0) dense += c.pre.params;
+          if (s == pp - 1 && ch == v - 1 && i == range.count - 1) dense += c.post.params;
+          const double elems = d(dense) + (experts_sharded ? d(l.expert_params) : 0.0);
+          const bool gathered = range.offset + i >= p.unsharded_layers;
+          f += fsdp2_compute_copies(p, cm, elems, gathered, false);
+          b += fsdp2_compute_copies(p, cm, elems, gathered, true);
+        }
         const bool full = p.recompute == Recompute::kFull &&
                           (p.recompute_layers < 0 || range.offset + i < p.recompute_layers);
         if (full) {
@@ -361,8 +374,13 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
           if (s == 0 && ch == 0 && i == 0) n += c.pre.params;
           if (s == pp - 1 && ch == v - 1 && i == range.count - 1) n += c.post.params;
           if (range.offset + i >= p.unsharded_layers) {
-            gathers += gather.time(n) * 2;
-            expert_gathers += expert_gather.time(l.expert_params) * 2;
+            const Time g = gather.time(n), eg = expert_gather.time(l.expert_params);
+            gathers += g * 2;
+            expert_gathers += eg * 2;
+            if (fsdp2 && g > Time::zero()) gathers += fsdp2_gather_copy_in(p, cm, n, group_size(p, Group::kDpShard)) * 2;
+            if (fsdp2 && eg > Time::zero()) {
+              expert_gathers += fsdp2_gather_copy_in(p, cm, l.expert_params, group_size(p, Group::kEdpShard)) * 2;
+            }
           }
           if (p.grad_sync == GradSync::kDense) {
             reductions += reduce.time(n);

@@ -230,6 +230,48 @@ TEST(Planner, PruningByTheBoundChangesNoResult) {
   }
 }
 
+// Under FSDP2's copies (Plan::fsdp_impl) the bound adds them as the simulator does (the compute
+// stream's per layer and pass, the gather stream's with each all-gather), so it still holds for every
+// ZeRO-3 plan, dense and MoE, and pruning stays exact.
+TEST(Planner, PruningIsExactUnderFsdp2Copies) {
+  Small s;
+  for (const model::ModelSpec& m : {s.model, s.moe()}) {
+    PlannerOptions o = s.options();
+    o.base.fsdp_impl = FsdpImpl::kFsdp2;
+    o.threads = 2;
+    o.prune = false;
+    o.keep_candidates = true;
+    const PlannerResult all = plan_training(m, s.cluster, s.cm, o);
+    o.prune = true;
+    const PlannerResult pruned = plan_training(m, s.cluster, s.cm, o);
+    int64_t zero3 = 0;
+    for (const Candidate& c : all.candidates) {
+      if (c.status != CandidateStatus::kSimulated) continue;
+      zero3 += c.plan.sharding == Sharding::kZero3 ? 1 : 0;
+      EXPECT_LE(c.tokens_per_s_per_gpu, c.bound_tokens_per_s_per_gpu * (1 + 1e-12)) << m.name << " candidate " << c.index;
+    }
+    EXPECT_GT(zero3, 0) << m.name;
+    EXPECT_EQ(all.bound_violations, 0) << m.name;
+    expect_same(all.top, pruned.top, "top");
+    expect_same(all.pareto, pruned.pareto, "pareto");
+    // The copies tighten the bound of every ZeRO-3 plan and leave the others' as they are.
+    o.base.fsdp_impl = FsdpImpl::kFlat;
+    o.prune = false;
+    const PlannerResult flat = plan_training(m, s.cluster, s.cm, o);
+    ASSERT_EQ(flat.candidates.size(), all.candidates.size());
+    for (size_t i = 0; i < all.candidates.size(); ++i) {
+      const Candidate& a = all.candidates[i];
+      const Candidate& b = flat.candidates[i];
+      if (a.status != CandidateStatus::kSimulated) continue;
+      if (a.plan.sharding == Sharding::kZero3 && group_size(a.plan, Group::kDpShard) > 1) {
+        EXPECT_LT(a.bound_tokens_per_s_per_gpu, b.bound_tokens_per_s_per_gpu) << m.name << " candidate " << i;
+      } else {
+        EXPECT_EQ(a.bound_tokens_per_s_per_gpu, b.bound_tokens_per_s_per_gpu) << m.name << " candidate " << i;
+      }
+    }
+  }
+}
+
 // The same on a small MoE model (8 experts, top-2) with EP and CP in the space, and with activations
 // offloaded (copies the bound leaves out): the bound holds for every plan, so pruning stays exact.
 TEST(Planner, PruningIsExactWithExpertAndContextParallelism) {

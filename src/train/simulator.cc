@@ -31,6 +31,20 @@ std::string_view time_category_name(TimeCategory c) {
   return "?";
 }
 
+Time fsdp2_gather_copy_in(const Plan& p, const compute::ComputeModel& cm, int64_t params, int64_t group) {
+  const int64_t shard_bytes = p.master_bytes() > 0 ? p.master_bytes() : 2;
+  return cm.memory_bound(Bytes::from_double(static_cast<double>(params) / static_cast<double>(group) *
+                                            static_cast<double>(shard_bytes + 2)));
+}
+
+Time fsdp2_compute_copies(const Plan& p, const compute::ComputeModel& cm, double elems, bool gather, bool reduce) {
+  if (elems <= 0.0) return Time::zero();
+  Time t;
+  if (gather) t += cm.memory_bound(Bytes::from_double(elems * 4.0));
+  if (reduce) t += cm.memory_bound(Bytes::from_double(elems * (2.0 + static_cast<double>(p.grad_bytes))));
+  return t;
+}
+
 Time optimizer_step_time(const Plan& p, double local, const compute::ComputeModel& cm) {
   const double f = p.host_optimizer_share();
   const Time gpu = cm.memory_bound(Bytes::from_double((1.0 - f) * local * static_cast<double>(p.optimizer_step_bytes())));
@@ -269,7 +283,7 @@ class Builder {
       if (t <= Time::zero()) continue;
       // FSDP2's copy-in on the all-gather's stream: the rank's shard, in the dtype it is kept in, cast
       // into the 16-bit flat input.
-      if (fsdp2()) t += cm_.memory_bound(Bytes::from_double(d(params) / d(group_size(p_, g)) * d(shard_param_bytes() + 2)));
+      if (fsdp2()) t += fsdp2_gather_copy_in(p_, cm_, params, group_size(p_, g));
       const TaskId ag = add_task(s, stream, t, TimeCategory::kDp, Parts{}, false, "dp-gather", [&] {
         return fmt::format("{}{} {:.1f} MB", g == Group::kEdpShard ? "expert " : "", what(), bytes.to_double() * 1e-6);
       }, link_resource(s, g));
@@ -281,21 +295,13 @@ class Builder {
 
   // FSDP2 (Plan::fsdp_impl): ZeRO-3 with per-parameter shards, whose collectives copy their buffers.
   bool fsdp2() const { return p_.sharding == Sharding::kZero3 && p_.fsdp_impl == FsdpImpl::kFsdp2; }
-  // The bytes of one element of the shard FSDP2 keeps (the master copy, else the 16-bit parameter).
-  int64_t shard_param_bytes() const { return p_.master_bytes() > 0 ? p_.master_bytes() : 2; }
-  // FSDP2's compute-stream copies for a piece's parameters, each over the groups that gather or reduce
-  // them: after the all-gather, split_with_sizes_copy reads the gathered 16-bit buffer and writes the
-  // parameters (2 + 2 B per element); before the reduce-scatter, _chunk_cat reads the 16-bit gradients
-  // and writes them in the reduce dtype (2 + grad_bytes B per element).
+  // FSDP2's compute-stream copies for a piece's parameters (fsdp2_compute_copies), over the groups that
+  // gather or reduce them.
   Time fsdp2_copies(ParamSplit ps, bool gather, bool reduce) const {
     double elems = 0.0;
     if (group_size(p_, Group::kDpShard) > 1) elems += d(ps.dense);
     if (group_size(p_, Group::kEdpShard) > 1) elems += d(ps.experts);
-    if (elems <= 0.0) return Time::zero();
-    Time t;
-    if (gather) t += cm_.memory_bound(Bytes::from_double(elems * 4.0));
-    if (reduce) t += cm_.memory_bound(Bytes::from_double(elems * (2.0 + d(p_.grad_bytes))));
-    return t;
+    return fsdp2_compute_copies(p_, cm_, elems, gather, reduce);
   }
 
   // Transformer Engine's delayed scaling: when a model chunk's fp8_autocast region ends, in forward and

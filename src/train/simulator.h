@@ -81,6 +81,15 @@ std::string_view time_category_name(TimeCategory c);  // "compute", "recompute",
 // "Optimizer"); the planner's bound uses the same.
 Time optimizer_step_time(const Plan& p, double local_params, const compute::ComputeModel& cm);
 
+// FSDP2's copies (Plan::fsdp_impl kFsdp2; the model card's ZeRO-3 paragraph), each a memory-bound
+// kernel; the planner's bound uses the same. The all-gather's copy-in, on the gather stream: a rank's
+// shard of `params` over `group` ranks, read in the dtype the shard is kept in (the master copy, else
+// 16-bit) and written in 16-bit. The compute stream's, for `elems` gathered or reduced elements: after
+// an all-gather the copy-out (read 2 + write 2 B), before a reduce-scatter the gradients' copy-in
+// (read 2 + write grad_bytes B).
+Time fsdp2_gather_copy_in(const Plan& p, const compute::ComputeModel& cm, int64_t params, int64_t group);
+Time fsdp2_compute_copies(const Plan& p, const compute::ComputeModel& cm, double elems, bool gather, bool reduce);
+
 struct TraceEvent {
   int32_t stage = 0;
   std::string stream;  // "compute", "pp-send-fwd", "pp-send-bwd", "dp", "dp-gather", "offload-d2h", ...
