@@ -278,6 +278,7 @@ assert d2["step_time_s"] == dflat["step_time_s"]
 PY
 then pass=$((pass+1)); else echo "FAIL fsdp-impl"; fail=$((fail+1)); fi
 expect bad-fsdp-impl 2 "--fsdp-impl.*'fsdp3'.*did you mean 'fsdp2'" -- "${z3[@]}" --dp-sharding fsdp --fsdp-impl fsdp3
+expect fsdp-impl-header 0 "dp sharding zero3 .flat., shard groups of 4" -- "${z3[@]}" --dp-sharding hsdp --shard-group 4 --fsdp-impl flat
 
 # --gpu-variability (train/variability.h): two GPUs whose speeds vary by sigma = 1% compute at the pace of
 # the slower one, 1 + 0.01 E[max of 2 normals] = 1 + 0.01 / sqrt(pi) times the typical GPU's compute time

@@ -508,11 +508,15 @@ void run_train(Context& ctx, const TrainArgs& a) {
       plan.uneven_stages() ? fmt::format(" (layers {} first, {} last)", tr::stage_layers(plan, model.layers, 0),
                                          tr::stage_layers(plan, model.layers, plan.pp - 1))
                            : std::string();
+  // The data-parallel sharding, with ZeRO-3's implementation and HSDP's shard group.
+  std::string sharding(tr::sharding_name(plan.sharding));
+  if (plan.sharding == tr::Sharding::kZero3) sharding += fmt::format(" ({})", tr::fsdp_impl_name(plan.fsdp_impl));
+  if (plan.shard_group > 1 && plan.shard_group < plan.dp) sharding += fmt::format(", shard groups of {}", plan.shard_group);
   Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}, "
-                                            "recompute {}",
+                                            "recompute {}, dp sharding {}",
                                             model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, plan.ep,
                                             plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq,
-                                            recompute_label(plan)));
+                                            recompute_label(plan), sharding));
   if (model.is_dit()) {
     const model::DitSpec& v = model.dit;
     s.add_row({"video tokens (seq)",
