@@ -293,6 +293,20 @@ assert all(p["plan"]["fsdp_impl"] == "fsdp2" for p in f2["top"] + f2["pareto"])
 assert f2["top"][0]["tokens_per_s_per_gpu"] < flat["top"][0]["tokens_per_s_per_gpu"]
 PY
 then pass=$((pass+1)); else echo "FAIL plan-fsdp-impl"; fail=$((fail+1)); fi
+# --gpu-variability: the search records sigma and the factor (1 + sigma E[max of 8 normals]; E = 1.4236,
+# Harter 1961), every plan is slower than without it, and the bound still holds.
+if python3 - "$bin" "${z3_plan[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run([b, "--json"] + args + list(x), capture_output=True, text=True, check=True).stdout)
+base, var = run(), run("--gpu-variability", "0.02")
+assert base["gpu_variability"]["sigma"] == 0 and base["gpu_variability"]["slowest_gpu_factor"] == 1
+assert abs(var["gpu_variability"]["slowest_gpu_factor"] - (1 + 0.02 * 1.4236)) < 1e-4
+assert var["bound_violations"] == 0
+assert var["top"][0]["tokens_per_s_per_gpu"] < base["top"][0]["tokens_per_s_per_gpu"]
+PY
+then pass=$((pass+1)); else echo "FAIL plan-gpu-variability"; fail=$((fail+1)); fi
+expect plan-gpu-variability-bad 2 "--gpu-variability: expected a relative standard deviation" -- "${z3_plan[@]}" --gpu-variability -1
 expect plan-fsdp-impl-bad 2 "--fsdp-impl: unknown FSDP implementation 'flt'; did you mean 'flat'" -- "${z3_plan[@]}" --fsdp-impl flt
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
 expect plan-offload-bad 2 "--offload: expected no, activations, optimizer or both, found 'activation'; did you mean 'activations'" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --offload activation

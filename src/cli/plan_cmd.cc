@@ -25,6 +25,7 @@
 #include "core/unit_parse.h"
 #include "io/atomic_file.h"
 #include "train/planner.h"
+#include "train/variability.h"
 
 namespace orrery::cli {
 
@@ -69,6 +70,7 @@ struct PlanTrainArgs {
   int64_t grad_bytes = 4;
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string fsdp_impl = "fsdp2";
+  std::string gpu_variability;  // --gpu-variability SIGMA; empty: none
   std::string tp_overlap = "no";  // --tp-comm-overlap
   std::string fp8_attention = "no";
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
@@ -351,6 +353,9 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
 
   tr::PlannerOptions o;
   if (topology) o.evaluate.topology = &*topology;
+  // Every plan uses all the GPUs, so the slowest of them paces each alike (train/variability.h).
+  const double variability = parse_gpu_variability(a.gpu_variability);
+  o.evaluate.step.compute_slowdown = tr::slowest_gpu_factor(variability, a.gpus);
   o.gpus = a.gpus;
   o.seq = seq;
   o.gbs = a.gbs;
@@ -478,6 +483,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["fp8_attention"] = o.base.fp8_attention;
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["fsdp_impl"] = tr::fsdp_impl_name(o.base.fsdp_impl);
+    j["gpu_variability"] = Json{{"sigma", variability}, {"slowest_gpu_factor", o.evaluate.step.compute_slowdown}};
     j["grad_bytes"] = o.base.grad_bytes;
     j["grad_accum_fusion"] = o.base.grad_accum_fusion;
     j["dropout"] = dropout_json(model);
@@ -531,6 +537,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          o.base.grad_accum_fusion ? "added into fp32 in the GEMM" : "apart", gpu.power().watts(),
                          a.kernels.allocator,
                          a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);
+  if (variability > 0.0) {
+    ctx.out << fmt::format("GPU variability: sigma {:g}, the slowest of {} GPUs paces every plan (compute x{:.4f})\n",
+                           variability, a.gpus, o.evaluate.step.compute_slowdown);
+  }
   if (model.is_moe()) {
     std::string etps;
     if (o.space.expert_tps != std::vector<int64_t>{0}) {
@@ -639,6 +649,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   add_fp8_recipe_flag(*c, a->fp8_recipe);
   add_fsdp_impl_flag(*c, a->fsdp_impl);
+  add_gpu_variability_flag(*c, a->gpu_variability);
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")
       ->capture_default_str();

@@ -233,18 +233,6 @@ std::vector<double> parse_stragglers(const std::vector<std::string>& items, cons
   return slow;
 }
 
-// --gpu-variability SIGMA: the relative standard deviation of the GPUs' speeds, in [0, 0.5]; 0 when not
-// given. InputError naming the flag otherwise.
-double parse_gpu_variability(const std::string& text) {
-  if (text.empty()) return 0.0;
-  const std::optional<double> v = parse_number(text);
-  if (!v || !(*v >= 0.0 && *v <= 0.5)) {
-    throw InputError(kCl.with_key("--gpu-variability"),
-                     fmt::format("expected a relative standard deviation in [0, 0.5] (e.g. 0.01 for 1%), found {}", text));
-  }
-  return *v;
-}
-
 // --slow-link RANK:KIND:FACTOR (repeatable): global rank RANK's NIC or NVLink port runs FACTOR times
 // slower (train/comm_model.h SlowLink).
 std::vector<tr::SlowLink> parse_slow_links(const std::vector<std::string>& items, const tr::Plan& p) {
@@ -374,13 +362,9 @@ TrainRun simulate_train(Context& ctx, const TrainArgs& a) {
   tr::EvaluateOptions& opt = run.opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, run.plan);
   opt.step.stage_slowdown = parse_stragglers(a.stragglers, run.plan);
+  // The slowest of the job's GPUs paces every stage (train/variability.h); a straggler stage is slower still.
   run.variability = parse_gpu_variability(a.gpu_variability);
-  if (run.variability > 0.0) {
-    // The slowest of the job's GPUs paces every stage (train/variability.h); a straggler stage is slower still.
-    const double f = tr::slowest_gpu_factor(run.variability, a.gpus);
-    opt.step.stage_slowdown.resize(static_cast<size_t>(run.plan.pp), 1.0);
-    for (double& x : opt.step.stage_slowdown) x *= f;
-  }
+  opt.step.compute_slowdown = tr::slowest_gpu_factor(run.variability, a.gpus);
   opt.step.share_links = parse_yes_no(a.link_sharing, "--link-sharing");
   opt.slow_links = parse_slow_links(a.slow_links, run.plan);
   run.calibration = training_calibration(run.gpu, a.kernels);
@@ -705,10 +689,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "the share of each rank's optimizer (master weights, moments, step) on the host, the rest on the GPU "
                 "(Megatron's --optimizer-offload-fraction; implies --optimizer-offload): (0, 1]")
       ->capture_default_str();
-  c->add_option("--gpu-variability", a->gpu_variability,
-                "relative standard deviation of the GPUs' speeds (e.g. 0.01): the slowest of --gpus GPUs paces the "
-                "step, compute x (1 + SIGMA E[max of N normals]) (docs/training.md)")
-      ->type_name("SIGMA");
+  add_gpu_variability_flag(*c, a->gpu_variability);
   c->add_option("--straggler", a->stragglers,
                 "STAGE:FACTOR: pipeline stage STAGE's GPUs run FACTOR x slower (repeatable)")
       ->type_name("STAGE:FACTOR");

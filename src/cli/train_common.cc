@@ -200,6 +200,25 @@ void add_optimizer_state_flags(CLI::App& c, std::string& optimizer_dtype, std::s
       ->capture_default_str();
 }
 
+// --gpu-variability SIGMA: the relative standard deviation of the GPUs' speeds, in [0, 0.5]; 0 when not
+// given. InputError naming the flag otherwise.
+double parse_gpu_variability(const std::string& text) {
+  if (text.empty()) return 0.0;
+  const std::optional<double> v = parse_number(text);
+  if (!v || !(*v >= 0.0 && *v <= 0.5)) {
+    throw InputError(kCl.with_key("--gpu-variability"),
+                     fmt::format("expected a relative standard deviation in [0, 0.5] (e.g. 0.01 for 1%), found {}", text));
+  }
+  return *v;
+}
+
+void add_gpu_variability_flag(CLI::App& c, std::string& sigma) {
+  c.add_option("--gpu-variability", sigma,
+               "relative standard deviation of the GPUs' speeds (e.g. 0.01): the slowest of --gpus GPUs paces the "
+               "step, compute x (1 + SIGMA E[max of N normals]) (docs/training.md)")
+      ->type_name("SIGMA");
+}
+
 void add_fsdp_impl_flag(CLI::App& c, std::string& fsdp_impl) {
   c.add_option("--fsdp-impl", fsdp_impl,
                "--dp-sharding fsdp/hsdp: fsdp2 (PyTorch's fully_shard: per-parameter shards, copied in and out "

@@ -1,6 +1,7 @@
 #include "train/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <optional>
@@ -292,7 +293,15 @@ size_t flow_rerank_count(const PlannerOptions& o) {
 }
 
 double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, const ModelCosts& c,
-                              const compute::ComputeModel& cm, const CommModel& comm, bool share_links) {
+                              const compute::ComputeModel& cm, const CommModel& comm, bool share_links,
+                              double compute_slowdown) {
+  // The simulation scales the kernels (not the collectives) by the slowdown (simulator.cc, pass_parts),
+  // rounding each piece's scaled sum to the picosecond; rounding each term down here keeps the bound's
+  // step below it whatever the grouping.
+  const double k = std::max(1.0, compute_slowdown);
+  const auto slow = [k](Time t) {
+    return k == 1.0 ? t : Time::ps(static_cast<int64_t>(std::floor(static_cast<double>(t.picoseconds()) * k)));
+  };
   const int64_t pp = p.pp;
   const int64_t v = p.vp;
   const int64_t m = p.microbatches();
@@ -321,8 +330,8 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
         const LayerCost& l = c.layer[static_cast<size_t>(range.first + i)];
         params += l.params;
         experts += l.expert_params;
-        f += l.fwd + l.tp_fwd + l.cp_fwd + l.ep_fwd;
-        b += l.bwd_input + l.bwd_weight + l.tp_bwd + l.cp_bwd + l.ep_bwd;
+        f += slow(l.fwd) + l.tp_fwd + l.cp_fwd + l.ep_fwd;
+        b += slow(l.bwd_input + l.bwd_weight) + l.tp_bwd + l.cp_bwd + l.ep_bwd;
         if (fsdp2) {
           int64_t dense = l.params - l.expert_params;
           if (s == 0 && ch == 0 && i == 0) dense += c.pre.params;
@@ -335,19 +344,19 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
         const bool full = p.recompute == Recompute::kFull &&
                           (p.recompute_layers < 0 || range.offset + i < p.recompute_layers);
         if (full) {
-          b += l.recompute_full + l.tp_fwd + l.cp_fwd + l.ep_fwd;
+          b += slow(l.recompute_full) + l.tp_fwd + l.cp_fwd + l.ep_fwd;
         } else {
-          b += l.partial_recompute(p.recompute);
+          b += slow(l.partial_recompute(p.recompute));
         }
       }
       if (s == 0 && ch == 0) {
-        f += c.pre.fwd;
-        b += c.pre.bwd_input + c.pre.bwd_weight;
+        f += slow(c.pre.fwd);
+        b += slow(c.pre.bwd_input + c.pre.bwd_weight);
         params += c.pre.params;
       }
       if (s == pp - 1 && ch == v - 1) {
-        f += c.post.fwd;
-        b += c.post.bwd_input + c.post.bwd_weight;
+        f += slow(c.post.fwd);
+        b += slow(c.post.bwd_input + c.post.bwd_weight);
         params += c.post.params;
       }
       if (ch == 0) {
@@ -429,6 +438,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   EvaluateOptions eo = o.evaluate;
   eo.simulate = true;
   eo.step = StepOptions{};
+  eo.step.compute_slowdown = o.evaluate.step.compute_slowdown;  // every plan's GPUs alike (--gpu-variability)
   eo.topology = nullptr;  // the search runs on the alpha-beta model; a topology re-ranks (phase 3)
 
   // A valid candidate's memory (the tensors': the search's, planner.h; the allocator's reservation is
@@ -444,7 +454,8 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
       host_fits = mem.host_fits;
       c.peak_stage = mem.peak_stage;
       c.memory = mem.stages[static_cast<size_t>(mem.peak_stage)].memory;
-      c.bound_tokens_per_s_per_gpu = throughput_upper_bound(model, c.plan, costs, compute, comm, eo.step.share_links);
+      c.bound_tokens_per_s_per_gpu =
+          throughput_upper_bound(model, c.plan, costs, compute, comm, eo.step.share_links, eo.step.compute_slowdown);
     } catch (const std::exception& e) {
       set_error(c, e);
       return;
@@ -702,6 +713,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     EvaluateOptions fo = o.evaluate;
     fo.simulate = true;
     fo.step = StepOptions{};
+    fo.step.compute_slowdown = o.evaluate.step.compute_slowdown;
     report("flow", 0, n_flow);
     parallel_for(n_flow, 1, threads, [&](size_t j) {
       Candidate c = *sim[j];

@@ -227,9 +227,12 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                                   const PlannerOptions& options);
 
 // Upper bound on tokens/s per GPU of a valid plan from its costs (the model card's step_lb).
-// share_links: the simulation's StepOptions::share_links (the planner's is the default, true).
+// share_links: the simulation's StepOptions::share_links (the planner's is the default, true);
+// compute_slowdown: its StepOptions::compute_slowdown (>= 1), which scales the layers' kernels as the
+// simulation does.
 double throughput_upper_bound(const model::ModelSpec& model, const Plan& plan, const ModelCosts& costs,
-                              const compute::ComputeModel& compute, const CommModel& comm, bool share_links = true);
+                              const compute::ComputeModel& compute, const CommModel& comm, bool share_links = true,
+                              double compute_slowdown = 1.0);
 
 // The whole search. REQUIRES: options.gpus, seq, gbs > 0; 0 <= budget. Never throws for a plan that
 // is invalid or does not fit: those are candidates with a reason.

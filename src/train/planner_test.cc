@@ -175,6 +175,27 @@ void expect_same(const std::vector<Candidate>& a, const std::vector<Candidate>& 
   }
 }
 
+// The search run twice on `m`, simulating every plan and then pruning (keeping the candidates of the
+// first): pruning must change neither the top nor the front, and no simulated plan may beat its bound.
+struct BothWays {
+  PlannerResult all, pruned;
+};
+BothWays search_every_plan_and_pruned(const model::ModelSpec& m, const Small& s, PlannerOptions o) {
+  o.keep_candidates = true;
+  o.prune = false;
+  BothWays r{plan_training(m, s.cluster, s.cm, o), {}};
+  o.prune = true;
+  r.pruned = plan_training(m, s.cluster, s.cm, o);
+  EXPECT_EQ(r.all.bound_violations, 0) << m.name;
+  expect_same(r.all.top, r.pruned.top, "top");
+  expect_same(r.all.pareto, r.pruned.pareto, "pareto");
+  for (const Candidate& c : r.all.candidates) {
+    if (c.status != CandidateStatus::kSimulated) continue;
+    EXPECT_LE(c.tokens_per_s_per_gpu, c.bound_tokens_per_s_per_gpu * (1 + 1e-12)) << m.name << " candidate " << c.index;
+  }
+  return r;
+}
+
 TEST(Planner, ResultsDoNotDependOnTheThreadCount) {
   Small s;
   PlannerOptions o = s.options();
@@ -214,20 +235,9 @@ TEST(Planner, PruningByTheBoundChangesNoResult) {
   Small s;
   PlannerOptions o = s.options();
   o.threads = 2;
-  o.prune = false;
-  o.keep_candidates = true;
-  const PlannerResult all = plan_training(s.model, s.cluster, s.cm, o);
-  o.prune = true;
-  const PlannerResult pruned = plan_training(s.model, s.cluster, s.cm, o);
-  EXPECT_EQ(all.counts.simulated, all.counts.fits);
-  EXPECT_GT(pruned.counts.pruned, 0);
-  expect_same(all.top, pruned.top, "top");
-  expect_same(all.pareto, pruned.pareto, "pareto");
-  EXPECT_EQ(all.bound_violations, 0);
-  for (const Candidate& c : all.candidates) {
-    if (c.status != CandidateStatus::kSimulated) continue;
-    EXPECT_LE(c.tokens_per_s_per_gpu, c.bound_tokens_per_s_per_gpu * (1 + 1e-12)) << "candidate " << c.index;
-  }
+  const BothWays r = search_every_plan_and_pruned(s.model, s, o);
+  EXPECT_EQ(r.all.counts.simulated, r.all.counts.fits);
+  EXPECT_GT(r.pruned.counts.pruned, 0);
 }
 
 // Under FSDP2's copies (Plan::fsdp_impl) the bound adds them as the simulator does (the compute
@@ -239,37 +249,52 @@ TEST(Planner, PruningIsExactUnderFsdp2Copies) {
     PlannerOptions o = s.options();
     o.base.fsdp_impl = FsdpImpl::kFsdp2;
     o.threads = 2;
-    o.prune = false;
-    o.keep_candidates = true;
-    const PlannerResult all = plan_training(m, s.cluster, s.cm, o);
-    o.prune = true;
-    const PlannerResult pruned = plan_training(m, s.cluster, s.cm, o);
-    int64_t zero3 = 0;
-    for (const Candidate& c : all.candidates) {
-      if (c.status != CandidateStatus::kSimulated) continue;
-      zero3 += c.plan.sharding == Sharding::kZero3 ? 1 : 0;
-      EXPECT_LE(c.tokens_per_s_per_gpu, c.bound_tokens_per_s_per_gpu * (1 + 1e-12)) << m.name << " candidate " << c.index;
-    }
-    EXPECT_GT(zero3, 0) << m.name;
-    EXPECT_EQ(all.bound_violations, 0) << m.name;
-    expect_same(all.top, pruned.top, "top");
-    expect_same(all.pareto, pruned.pareto, "pareto");
+    const PlannerResult all = search_every_plan_and_pruned(m, s, o).all;
     // The copies tighten the bound of every ZeRO-3 plan and leave the others' as they are.
     o.base.fsdp_impl = FsdpImpl::kFlat;
+    o.keep_candidates = true;
     o.prune = false;
     const PlannerResult flat = plan_training(m, s.cluster, s.cm, o);
     ASSERT_EQ(flat.candidates.size(), all.candidates.size());
+    int64_t zero3 = 0;
     for (size_t i = 0; i < all.candidates.size(); ++i) {
       const Candidate& a = all.candidates[i];
       const Candidate& b = flat.candidates[i];
       if (a.status != CandidateStatus::kSimulated) continue;
       if (a.plan.sharding == Sharding::kZero3 && group_size(a.plan, Group::kDpShard) > 1) {
+        ++zero3;
         EXPECT_LT(a.bound_tokens_per_s_per_gpu, b.bound_tokens_per_s_per_gpu) << m.name << " candidate " << i;
       } else {
         EXPECT_EQ(a.bound_tokens_per_s_per_gpu, b.bound_tokens_per_s_per_gpu) << m.name << " candidate " << i;
       }
     }
+    EXPECT_GT(zero3, 0) << m.name;
   }
+}
+
+// A uniform compute slowdown (StepOptions::compute_slowdown, --gpu-variability) scales the kernels in
+// the bound as in the simulation: the bound still holds for every plan, pruning stays exact, and every
+// plan is slower than without it.
+TEST(Planner, PruningIsExactUnderAComputeSlowdown) {
+  Small s;
+  PlannerOptions o = s.options();
+  o.threads = 2;
+  o.keep_candidates = true;
+  o.prune = false;
+  const PlannerResult nominal = plan_training(s.model, s.cluster, s.cm, o);
+  o.evaluate.step.compute_slowdown = 1.05;
+  const PlannerResult all = search_every_plan_and_pruned(s.model, s, o).all;
+  ASSERT_EQ(all.candidates.size(), nominal.candidates.size());
+  int64_t simulated = 0;
+  for (size_t i = 0; i < all.candidates.size(); ++i) {
+    const Candidate& a = all.candidates[i];
+    if (a.status != CandidateStatus::kSimulated) continue;
+    ++simulated;
+    EXPECT_LT(a.tokens_per_s_per_gpu, nominal.candidates[i].tokens_per_s_per_gpu) << "candidate " << i;
+    // A bound set by ZeRO-3's collectives rather than by the kernels does not move.
+    EXPECT_LE(a.bound_tokens_per_s_per_gpu, nominal.candidates[i].bound_tokens_per_s_per_gpu) << "candidate " << i;
+  }
+  EXPECT_GT(simulated, 0);
 }
 
 // The same on a small MoE model (8 experts, top-2) with EP and CP in the space, and with activations

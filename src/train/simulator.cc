@@ -144,7 +144,9 @@ class Builder {
     return std::max(comm(from).p2p(c_.boundary_activation), comm(to).p2p(c_.boundary_activation));
   }
   double slow(int32_t s) const {
-    return static_cast<size_t>(s) < o_.stage_slowdown.size() ? std::max(1.0, o_.stage_slowdown[static_cast<size_t>(s)]) : 1.0;
+    const double stage =
+        static_cast<size_t>(s) < o_.stage_slowdown.size() ? std::max(1.0, o_.stage_slowdown[static_cast<size_t>(s)]) : 1.0;
+    return stage * std::max(1.0, o_.compute_slowdown);
   }
   bool full_recompute(int32_t s, int32_t c, int64_t i) const { return p_.recomputes_layer(range(s, c).offset + i); }
 

@@ -111,6 +111,9 @@ struct PassTiming {
 
 struct StepOptions {
   std::vector<double> stage_slowdown;  // per stage, >= 1 multiplies its compute; empty: all 1
+  // >= 1 multiplies every stage's compute on top of stage_slowdown: the slowest of the job's GPUs
+  // (train/variability.h, --gpu-variability).
+  double compute_slowdown = 1.0;
   std::vector<int32_t> trace_stages;   // stages whose tasks go into StepResult::trace
   bool record_passes = false;          // fill StepResult::passes (the memory timeline reads them)
   // Asymmetric communication (a slow link of one stage's simulated rank): per stage, the communication
