@@ -355,7 +355,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   if (topology) o.evaluate.topology = &*topology;
   // Every plan uses all the GPUs, so the slowest of them paces each alike (train/variability.h).
   const double variability = parse_gpu_variability(a.gpu_variability);
-  o.evaluate.step.compute_slowdown = tr::slowest_gpu_factor(variability, a.gpus);
+  // (--gpus is checked below, with its own message.)
+  o.evaluate.step.compute_slowdown = a.gpus >= 1 ? tr::slowest_gpu_factor(variability, a.gpus) : 1.0;
   o.gpus = a.gpus;
   o.seq = seq;
   o.gbs = a.gbs;
