@@ -353,10 +353,6 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
 
   tr::PlannerOptions o;
   if (topology) o.evaluate.topology = &*topology;
-  // Every plan uses all the GPUs, so the slowest of them paces each alike (train/variability.h).
-  const double variability = parse_gpu_variability(a.gpu_variability);
-  // (--gpus is checked below, with its own message.)
-  o.evaluate.step.compute_slowdown = a.gpus >= 1 ? tr::slowest_gpu_factor(variability, a.gpus) : 1.0;
   o.gpus = a.gpus;
   o.seq = seq;
   o.gbs = a.gbs;
@@ -371,6 +367,9 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     // times in core::Time's range.
     check_training_scale(model, seq, a.gbs, a.gpus, gpu, p);
   }
+  // Every plan uses all the GPUs, so the slowest of them paces each alike (train/variability.h).
+  const double variability = parse_gpu_variability(a.gpu_variability);
+  o.evaluate.step.compute_slowdown = tr::slowest_gpu_factor(variability, a.gpus);
   const bool any_fp8 = std::find(precisions.begin(), precisions.end(), hw::DType::kFp8) != precisions.end();
   o.base.grad_bytes = a.grad_bytes;
   o.base.cpu_adam_params_per_s = a.cpu_adam_rate;

@@ -441,8 +441,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["plan"] = pj;
     if (model.is_dit()) j["video"] = video_json(model.dit);
     j["stragglers"] = opt.step.stage_slowdown;  // per stage slowdown factor; empty = none
-    j["gpu_variability"] = Json{{"sigma", run.variability},
-                                {"slowest_gpu_factor", tr::slowest_gpu_factor(run.variability, a.gpus)}};
+    j["gpu_variability"] = Json{{"sigma", run.variability}, {"slowest_gpu_factor", opt.step.compute_slowdown}};
     Json links = Json::array();
     for (const tr::SlowLink& l : opt.slow_links) {
       links.push_back(Json{{"rank", l.rank}, {"link", tr::link_kind_name(l.kind)}, {"factor", l.factor}});
@@ -536,7 +535,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (model.is_moe()) s.add_row({"MoE", moe_routing(model, plan, true)});
   if (run.variability > 0.0) {
     s.add_row({"GPU variability", fmt::format("sigma {:g}: the slowest of {} GPUs paces the step (compute x{:.4f})",
-                                              run.variability, a.gpus, tr::slowest_gpu_factor(run.variability, a.gpus))});
+                                              run.variability, a.gpus, opt.step.compute_slowdown)});
   }
   for (const tr::SlowLink& l : opt.slow_links) {
     s.add_row({"slow link", fmt::format("rank {} (stage {}) {} at 1/{:g} of its bandwidth", l.rank,
