@@ -92,6 +92,10 @@ one_line_error trace-out-unwritable-one-line "${gpt[@]}" --trace-out "$tmp/$long
 # Uneven stages: 24 layers on pp=5 as 4 + 3 x 5 + 5 (the middle three stages share 24 - 4 - 5 = 15).
 expect uneven-stages 0 "layers 4 first, 5 last" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 5
 expect uneven-bad-split 2 "= 16 does not split evenly over the 3 other stage" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 4
+# An empty first stage (the embedding alone, Llama 3's end chunks): 24 layers on pp=5 as 0 + 4 x 6; unset
+# last = the share. A layer count below 0 names the constraint.
+expect uneven-empty-first 0 "layers 0 first, 6 last" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 0
+expect uneven-negative 2 "must be >= 0" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers -2
 # A straggler stage: pp=2, stage 1 twice slower. The step must grow (simulator_test.cc
 # SlowStageSetsThePace derives the exact time); bad values are one-line errors.
 pp2=("${gpt[@]}" --pp 2 --gbs 512)

@@ -40,7 +40,7 @@ struct TrainArgs {
   KernelArgs kernels;  // --power-limit, --attention-kernel, --fusion
   int64_t gpus = 0;
   int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, vp = 1, mbs = 1, gbs = 0;
-  int64_t first_stage_layers = 0, last_stage_layers = 0;
+  int64_t first_stage_layers = -1, last_stage_layers = -1;  // -1: the other chunks' share
   std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes", fp8_attention = "no";
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
@@ -415,7 +415,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
     j["gpus"] = a.gpus;
     j["node"] = node != nullptr ? Json(node->name) : Json(nullptr);
     // The planner's plan object (train_common.h), with the layers the end stages hold (not the uneven
-    // split's 0 = even) and the rest of the resolved plan (rule 6: a result records its whole configuration).
+    // split's 0 for an even split) and the rest of the resolved plan (rule 6: a result records its whole configuration).
     Json pj = plan_json(plan);
     pj["first_stage_layers"] = tr::stage_layers(plan, model.layers, 0);
     pj["last_stage_layers"] = tr::stage_layers(plan, model.layers, plan.pp - 1);
@@ -634,11 +634,11 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
       ->capture_default_str();
   c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved)")->capture_default_str();
   c->add_option("--first-stage-layers", a->first_stage_layers,
-                "uneven pipeline: layers on the first stage, with --vp its first model chunk (0 = the other chunks' share)")
-      ->capture_default_str();
+                "uneven pipeline: layers on the first stage, with --vp its first model chunk (default: the other chunks' share; "
+                "0: the embedding alone)");
   c->add_option("--last-stage-layers", a->last_stage_layers,
-                "uneven pipeline: layers on the last stage, with --vp its last model chunk (0 = the other chunks' share)")
-      ->capture_default_str();
+                "uneven pipeline: layers on the last stage, with --vp its last model chunk (default: the other chunks' share; "
+                "0: the LM head and loss alone)");
   c->add_option("--mbs", a->mbs, "micro-batch size (sequences)")->capture_default_str();
   c->add_option("--gbs", a->gbs, "global batch size (sequences)");
   c->add_option("--sp", a->sp, "sequence parallelism: yes | no")->capture_default_str();

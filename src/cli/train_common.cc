@@ -463,8 +463,10 @@ io::Json plan_json(const train::Plan& p) {
                   {"ep", p.ep},
                   {"etp", p.expert_tp()},
                   {"vp", p.vp},
-                  {"first_stage_layers", p.first_stage_layers},
-                  {"last_stage_layers", p.last_stage_layers},
+                  // 0 when even (-1 in Plan): the planner never empties an end chunk (balance_uneven_stages
+                  // gives each at least one layer); train --json writes the resolved counts over these.
+                  {"first_stage_layers", std::max<int64_t>(0, p.first_stage_layers)},
+                  {"last_stage_layers", std::max<int64_t>(0, p.last_stage_layers)},
                   {"sp", p.sp},
                   {"schedule", train::schedule_name(p.schedule)},
                   {"mbs", p.mbs},

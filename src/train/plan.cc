@@ -287,12 +287,13 @@ LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c) {
     return LayerRange{(c * p.pp + s) * per, per, c * per};
   }
   // Model chunk k = c pp + s of K = pp vp (Megatron-Core's interleaved order; with vp = 1, the stages):
-  // the first holds first_stage_layers, the last last_stage_layers (0: the share), the rest the share.
+  // the first holds first_stage_layers, the last last_stage_layers (-1: the share), the rest the share.
   const int64_t chunks = p.pp * p.vp;
-  const int64_t middle = chunks - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
-  const int64_t share = middle > 0 ? (layers - p.first_stage_layers - p.last_stage_layers) / middle : 0;
-  const int64_t first = p.first_stage_layers > 0 ? p.first_stage_layers : share;
-  const int64_t last = p.last_stage_layers > 0 ? p.last_stage_layers : share;
+  const int64_t first_set = std::max<int64_t>(0, p.first_stage_layers), last_set = std::max<int64_t>(0, p.last_stage_layers);
+  const int64_t middle = chunks - (p.first_stage_layers >= 0 ? 1 : 0) - (p.last_stage_layers >= 0 ? 1 : 0);
+  const int64_t share = middle > 0 ? (layers - first_set - last_set) / middle : 0;
+  const int64_t first = p.first_stage_layers >= 0 ? p.first_stage_layers : share;
+  const int64_t last = p.last_stage_layers >= 0 ? p.last_stage_layers : share;
   auto size = [&](int64_t k) { return k == 0 ? first : k == chunks - 1 ? last : share; };
   auto start = [&](int64_t k) { return k == 0 ? 0 : first + (k - 1) * share; };  // k <= chunks - 1
   const int64_t k = c * p.pp + s;
@@ -358,16 +359,16 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     add("tp_ffn", fmt::format("{}={} does not divide the expert ffn={}", p.etp > 0 ? "etp" : "tp", p.expert_tp(),
                               m.moe.expert_ffn));
   }
-  if (p.uneven_stages()) {
-    if (p.first_stage_layers < 0 || p.last_stage_layers < 0) {
-      add("pp_layers", fmt::format("first/last stage layers ({}, {}) must be >= 0", p.first_stage_layers,
-                                   p.last_stage_layers));
-    } else if (p.pp < 2) {
+  if (p.first_stage_layers < -1 || p.last_stage_layers < -1) {
+    add("pp_layers", fmt::format("first/last stage layers ({}, {}) must be >= 0 (-1: the other chunks' share)",
+                                 p.first_stage_layers, p.last_stage_layers));
+  } else if (p.uneven_stages()) {
+    if (p.pp < 2) {
       add("pp_layers", fmt::format("uneven first/last stage layers need pp >= 2 (pp={})", p.pp));
     } else {
       const int64_t chunks = p.pp * p.vp;
-      const int64_t middle = chunks - (p.first_stage_layers > 0 ? 1 : 0) - (p.last_stage_layers > 0 ? 1 : 0);
-      const int64_t rest = m.layers - p.first_stage_layers - p.last_stage_layers;
+      const int64_t middle = chunks - (p.first_stage_layers >= 0 ? 1 : 0) - (p.last_stage_layers >= 0 ? 1 : 0);
+      const int64_t rest = m.layers - std::max<int64_t>(0, p.first_stage_layers) - std::max<int64_t>(0, p.last_stage_layers);
       if (middle == 0 ? rest != 0 : (rest < middle || rest % middle != 0)) {
         add("pp_layers", fmt::format("layers={} minus first/last stage layers ({}, {}) = {} does not split evenly over "
                                      "the {} other {}",

@@ -159,10 +159,11 @@ struct Plan {
   int64_t vp = 1;  // virtual stages per pipeline rank (interleaved schedule)
   // Uneven pipeline stages: layers on the first / last model chunk (vp = 1: the first / last pipeline
   // stage; vp > 1: virtual stage 0 of rank 0 and virtual stage vp-1 of rank pp-1, as Megatron-Core's
-  // account-for-embedding/loss-in-pipeline-split leaves them); 0 = the other chunks' share. Both 0:
-  // every virtual stage holds layers / (pp * vp).
-  int64_t first_stage_layers = 0;
-  int64_t last_stage_layers = 0;
+  // account-for-embedding/loss-in-pipeline-split leaves them); -1 = the other chunks' share, 0 = none
+  // (the chunk holds only the embedding, or only the LM head and loss, as Llama 3's pipeline did:
+  // Dubey et al. 2024, section 3.3.2). Both -1: every virtual stage holds layers / (pp * vp).
+  int64_t first_stage_layers = -1;
+  int64_t last_stage_layers = -1;
   bool sp = false;  // sequence parallelism (Korthikanti et al. 2022) with TP
   Schedule schedule = Schedule::kOneFOneB;
 
@@ -257,7 +258,7 @@ struct Plan {
   // Parameters whose optimizer states and step a rank holds: `params` of which `expert_params` are
   // routed experts' (sharded over expert_shard_size), the rest over shard_size.
   double local_optimizer_params(int64_t params, int64_t expert_params) const;
-  bool uneven_stages() const { return first_stage_layers > 0 || last_stage_layers > 0; }
+  bool uneven_stages() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
   // The dtype of activations, gradients of activations and every kernel outside fp8's GEMMs: fp8
   // training keeps them in bf16 (Transformer Engine quantizes only a GEMM's operands).
   hw::DType activation_dtype() const { return precision == hw::DType::kFp8 ? hw::DType::kBf16 : precision; }

@@ -489,9 +489,9 @@ TEST(Plan, UnevenStagesSplitTheMiddleEvenly) {
   }
   EXPECT_EQ(total, 126);
   EXPECT_EQ(max_stage_layers(p, m.layers), 8);
-  // Only the first given: the other 15 stages share 126 - 6 = 120, 8 each.
+  // Only the first given (-1: the share): the other 15 stages share 126 - 6 = 120, 8 each.
   p.first_stage_layers = 6;
-  p.last_stage_layers = 0;
+  p.last_stage_layers = -1;
   EXPECT_TRUE(validate_plan(m, p, 16, test_gpu()).empty());
   EXPECT_EQ(chunk_layers(p, m.layers, 15, 0).count, 8);
   // 126 - 6 - 7 = 113 does not split over 14 stages.
@@ -547,6 +547,49 @@ TEST(Plan, InterleavedUnevenEndChunks) {
     next = r.first + r.count;
   }
   EXPECT_EQ(next, 126);
+}
+
+// Empty end chunks, as Llama 3 405B ran (Dubey et al. 2024, sec. 3.3.2: the first model chunk on the
+// first stage holds only the embedding, the last on the last stage only the output projection and the
+// loss, and the first and last stages hold one layer fewer than the others). 126 layers over pp 16 x
+// vp 8 = 128 chunks, two of them empty: the other 126 hold one layer each. Chunk k = c pp + s; chunk 0
+// (s 0, c 0) is empty, chunk k in 1..126 holds layer k - 1, chunk 127 (s 15, c 7) is empty. Rank 0
+// holds 7 layers (chunks 16, 32, ..., 112: layers 15, 31, ..., 111), rank 15 7, the others 8.
+TEST(Plan, EmptyEndChunksHoldNoLayer) {
+  model::ModelSpec m = llama_8b();
+  m.layers = 126;
+  Plan p;
+  p.pp = 16;
+  p.vp = 8;
+  p.gbs = 16;
+  p.schedule = Schedule::kInterleaved;
+  p.first_stage_layers = 0;
+  p.last_stage_layers = 0;
+  EXPECT_TRUE(p.uneven_stages());
+  EXPECT_TRUE(validate_plan(m, p, 16, test_gpu()).empty());
+  EXPECT_EQ(chunk_layers(p, m.layers, 0, 0).count, 0);
+  EXPECT_EQ(chunk_layers(p, m.layers, 15, 7).count, 0);
+  const LayerRange r1 = chunk_layers(p, m.layers, 1, 0), r0 = chunk_layers(p, m.layers, 0, 1);
+  EXPECT_EQ(r1.first, 0);
+  EXPECT_EQ(r1.count, 1);
+  EXPECT_EQ(r0.first, 15);  // chunk 16
+  EXPECT_EQ(r0.offset, 0);  // rank 0's first layer: its chunk 0 holds none
+  EXPECT_EQ(stage_layers(p, m.layers, 0), 7);
+  EXPECT_EQ(stage_layers(p, m.layers, 1), 8);
+  EXPECT_EQ(stage_layers(p, m.layers, 15), 7);
+  int64_t next = 0;
+  for (int64_t k = 0; k < 128; ++k) {
+    const LayerRange r = chunk_layers(p, m.layers, k % 16, k / 16);
+    EXPECT_EQ(r.first, next) << "chunk " << k;
+    next = r.first + r.count;
+  }
+  EXPECT_EQ(next, 126);
+  // 126 layers do not split over the 126 other chunks when only the first is emptied (127 others).
+  p.last_stage_layers = -1;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 16, test_gpu()), "pp_layers"));
+  // Below -1 (the share) is no layer count.
+  p.last_stage_layers = -2;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 16, test_gpu()), "pp_layers"));
 }
 
 // balance_uneven_stages: middle stages get ceil(L / pp), the first the smaller half of the rest.

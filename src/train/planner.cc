@@ -266,8 +266,8 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                       if (several_sets) p.recompute_modules = sp.recompute_module_sets[set];
                       p.recompute_layers = -1;
                       p.sp = seqpar;
-                      p.first_stage_layers = 0;
-                      p.last_stage_layers = 0;
+                      p.first_stage_layers = -1;
+                      p.last_stage_layers = -1;
                       if (uneven) balance_uneven_stages(p, model.layers);
                       if (sp.precisions.empty()) {
                         plans.push_back(p);
@@ -308,6 +308,8 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
   const Time hop = pp > 1 ? comm.p2p(c.boundary_activation) : Time::zero();
   const bool zero3 = p.sharding == Sharding::kZero3 && group_size(p, Group::kDpShard) > 1;
+  // ZeRO-2 reduce-scatters every micro-batch's gradients too (the simulator's reduce_each).
+  const bool zero2 = p.sharding == Sharding::kZero2 && group_size(p, Group::kDpShard) > 1;
   // FSDP2's copies, as the simulator adds them: on the compute stream per layer and pass, and on the
   // gather stream with each all-gather.
   const bool fsdp2 = zero3 && p.fsdp_impl == FsdpImpl::kFsdp2;
@@ -369,11 +371,12 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
     if (s == 0) opt0 = opt;
     const Time tail = zero_bubble ? opt : std::max(opt, chain_b + opt0);
     step_lb = std::max(step_lb, chain_f + work * m + tail);
-    if (zero3) {
+    if (zero3 || zero2) {
       // ZeRO-3: the FIFO gather stream runs one all-gather per layer for every forward and backward
-      // pass, the gradient stream one reduce-scatter per layer for every backward; each of a layer's
-      // collectives in two parts, the dense parameters' over the shard group and the routed experts'
-      // over the expert shard group (the simulator's gather_params and reduce_grads).
+      // pass, the gradient stream one reduce-scatter per layer for every backward (ZeRO-2: the
+      // reduce-scatters alone); each of a layer's collectives in two parts, the dense parameters' over
+      // the shard group and the routed experts' over the expert shard group (the simulator's
+      // gather_params and reduce_grads).
       Time gathers, reductions, expert_gathers, expert_reductions;
       for (int64_t ch = 0; ch < v; ++ch) {
         const LayerRange range = chunk_layers(p, model.layers, s, ch);
@@ -382,7 +385,7 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
           int64_t n = l.params - l.expert_params;
           if (s == 0 && ch == 0 && i == 0) n += c.pre.params;
           if (s == pp - 1 && ch == v - 1 && i == range.count - 1) n += c.post.params;
-          if (range.offset + i >= p.unsharded_layers) {
+          if (zero3 && range.offset + i >= p.unsharded_layers) {
             const Time g = gather.time(n), eg = expert_gather.time(l.expert_params);
             gathers += g * 2;
             expert_gathers += eg * 2;

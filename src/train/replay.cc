@@ -214,8 +214,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
       r.grad_bytes = integer("grad_bytes", 2, 4, false);
       if (r.grad_bytes == 3) throw InputError(at.with_key("grad_bytes"), fmt::format("expected 2 or 4, found 3 (row {})", r.id));
     }
-    if (!optional("first_stage_layers").empty()) r.first_stage_layers = integer("first_stage_layers", 1, kBig, false);
-    if (!optional("last_stage_layers").empty()) r.last_stage_layers = integer("last_stage_layers", 1, kBig, false);
+    if (!optional("first_stage_layers").empty()) r.first_stage_layers = integer("first_stage_layers", 0, kBig, false);
+    if (!optional("last_stage_layers").empty()) r.last_stage_layers = integer("last_stage_layers", 0, kBig, false);
     if (!optional("etp").empty()) r.etp = integer("etp", 1, kBig, false);
     if (const std::string& v = optional("dropout"); !v.empty()) {
       size_t used = 0;
@@ -357,8 +357,8 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (r.capacity_factor > 0.0) f.emplace_back("--capacity-factor", fmt::format("{:g}", r.capacity_factor));
   if (!r.moe_dispatcher.empty()) f.emplace_back("--moe-dispatcher", r.moe_dispatcher);
   if (r.moe_ranks_per_token > 0.0) f.emplace_back("--moe-ranks-per-token", fmt::format("{:g}", r.moe_ranks_per_token));
-  if (r.first_stage_layers > 0) f.emplace_back("--first-stage-layers", fmt_count(r.first_stage_layers));
-  if (r.last_stage_layers > 0) f.emplace_back("--last-stage-layers", fmt_count(r.last_stage_layers));
+  if (r.first_stage_layers >= 0) f.emplace_back("--first-stage-layers", fmt_count(r.first_stage_layers));
+  if (r.last_stage_layers >= 0) f.emplace_back("--last-stage-layers", fmt_count(r.last_stage_layers));
   if (r.etp > 0) f.emplace_back("--etp", fmt_count(r.etp));
   if (!r.optimizer_dtype.empty()) f.emplace_back("--optimizer-dtype", r.optimizer_dtype);
   if (!r.master_weights.empty()) f.emplace_back("--master-weights", r.master_weights);

@@ -39,7 +39,8 @@
 //     empty: tp).
 //   first_stage_layers, last_stage_layers: layers on the first / last model chunk (--first-stage-layers,
 //     --last-stage-layers; e.g. 1 and 1 for NeMo's account-for-embedding/loss-in-pipeline-split on
-//     126 layers over pp 8 x vp 8; empty: even).
+//     126 layers over pp 8 x vp 8; 0 and 0 for Llama 3's embedding-only first and loss-only last chunk;
+//     empty: the other chunks' share).
 //   optimizer_dtype: fp32 | bf16 | fp16, Adam's moments (--optimizer-dtype; empty: fp32).
 //   fp8_recipe: delayed | current | mxfp8 (--fp8-recipe; empty: delayed), for precision fp8 rows.
 //   dropout: the attention and hidden dropout probability in [0, 1) (--attention-dropout and
@@ -70,7 +71,7 @@ struct MeasuredRun {
   int64_t grad_bytes = 0;        // optional column, 0 = not stated (4)
   std::string moe_dispatcher;      // optional column, "" = alltoall
   double moe_ranks_per_token = 0;  // optional column, 0 = not stated
-  int64_t first_stage_layers = 0, last_stage_layers = 0;  // optional columns, 0 = even
+  int64_t first_stage_layers = -1, last_stage_layers = -1;  // optional columns, -1 = the share (0: none)
   int64_t etp = 0;                                         // optional column, 0 = tp
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   std::string fp8_recipe;                       // optional column, "" = delayed

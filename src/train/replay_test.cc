@@ -248,8 +248,8 @@ TEST(Replay, OptionalColumnsNameAModelAndTheStack) {
 }
 
 // first_stage_layers / last_stage_layers: NeMo's 405B on pp 8 x vp 8 holds one layer in the first and
-// the last model chunk; the columns map onto --first-stage-layers / --last-stage-layers, and a value
-// below 1 names its column.
+// the last model chunk; the columns map onto --first-stage-layers / --last-stage-layers, 0 (Llama 3's
+// embedding-only first chunk) is a value like any other, and a value below 0 names its column.
 TEST(Replay, StageLayerColumnsMapOntoTheirFlags) {
   const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",first_stage_layers,last_stage_layers\n";
   const std::string row = "GB5,nemo-dgxc-2505,llama,405.9,126,16384,128,8,53248,128256,8192,h100-sxm,128,4,8,2,2,1,8,1,64,"
@@ -263,7 +263,12 @@ TEST(Replay, StageLayerColumnsMapOntoTheirFlags) {
   EXPECT_EQ(f["--vp"], "8");
   std::string zero = row;
   zero.replace(zero.rfind(",1,1"), 4, ",0,1");
-  EXPECT_NE(error_of(h + zero).find("[first_stage_layers]"), std::string::npos);
+  const auto zero_runs = read_measured_runs(write("stages0", h + zero));
+  ASSERT_EQ(zero_runs.size(), 1u);
+  EXPECT_EQ(flags(zero_runs[0])["--first-stage-layers"], "0");
+  std::string negative = row;
+  negative.replace(negative.rfind(",1,1"), 4, ",-1,1");
+  EXPECT_NE(error_of(h + negative).find("[first_stage_layers]"), std::string::npos);
 }
 
 // etp: NeMo's DeepSeek-V3 recipe on H100 runs its experts at expert TP 1 beside TP 2 (dgxc-benchmarking

@@ -382,6 +382,12 @@ class Builder {
     streams_.push_back(st);
     const std::vector<PipelinePass> order = pipeline_order(p_, s);
     const bool zero3 = p_.sharding == Sharding::kZero3 && group_size(p_, Group::kDpShard) > 1;
+    // Sharded gradients (ZeRO-2 and -3) are reduce-scattered after every micro-batch's backward, layer
+    // by layer: a rank keeps only its shard of the accumulated gradients, so it cannot wait for the last
+    // micro-batch as ZeRO-0/1 do (DeepSpeed's stage 2, deepspeedai/DeepSpeed#2252; PyTorch FSDP's
+    // SHARD_GRAD_OP). The last micro-batch's reductions gate the optimizer step.
+    const bool reduce_each = zero3 || (p_.sharding == Sharding::kZero2 && group_size(p_, Group::kDpShard) > 1);
+    std::vector<TaskId> dp_tasks;
     const bool split = p_.schedule == Schedule::kZeroBubble;
     const PassKind grad_kind = split ? PassKind::kWeight : PassKind::kBackward;
     std::vector<TaskId> compute_order;  // non-filler compute tasks in program order (prefetch anchors)
@@ -398,8 +404,11 @@ class Builder {
                                 p_.overlap_param_gather && group_size(p_, Group::kDpShard) > 1;
     std::vector<std::vector<TaskId>> first_forward_layers(static_cast<size_t>(v_));
     for (int32_t c = 0; c < v_; ++c) {
-      last_grad_layers[static_cast<size_t>(c)].assign(static_cast<size_t>(n_layers(s, c)), -1);
-      first_forward_layers[static_cast<size_t>(c)].assign(static_cast<size_t>(n_layers(s, c)), -1);
+      // One slot per piece: a chunk without layers (Plan::first_stage_layers 0) is one empty piece that
+      // carries the embedding or the LM head and loss.
+      const auto slots = static_cast<size_t>(std::max<int64_t>(1, n_layers(s, c)));
+      last_grad_layers[static_cast<size_t>(c)].assign(slots, -1);
+      first_forward_layers[static_cast<size_t>(c)].assign(slots, -1);
     }
     for (const PipelinePass& pass : order) {
       const int32_t c = pass.chunk;
@@ -412,18 +421,19 @@ class Builder {
       // forward two layers up waits for it (two layers' buffers on the GPU: memory.cc); in the backward
       // a layer's copy back starts once the backward two layers up has freed its buffer (the top two
       // when the pass is next on the compute stream), and its backward waits for it.
-      const bool offload_pass = pass.kind != PassKind::kWeight && offloads(s, c, 0);
+      const bool offload_pass = pass.kind != PassKind::kWeight && n_layers(s, c) > 0 && offloads(s, c, 0);
       // Per-layer tasks where something happens between layers: FSDP gathers and reductions, the
       // parameter buckets of the first forward, the gradient buckets of the last micro-batch and the
       // offload copies.
-      const bool per_layer = zero3 || first_forward || offload_pass ||
+      const bool per_layer = zero3 || first_forward || offload_pass || (reduce_each && pass.kind == grad_kind) ||
                              (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce);
       const TaskId before_pass = compute_order.empty() ? -1 : compute_order.back();
       std::vector<TaskId>& to_host = offload_pass ? to_host_[idx(s, c, mb)] : no_tasks_;
       if (offload_pass && pass.kind == PassKind::kForward) to_host.assign(static_cast<size_t>(n_layers(s, c)), -1);
       std::vector<TaskId> pieces_by_layer(offload_pass ? static_cast<size_t>(n_layers(s, c)) : 0, -1);
-      const int64_t pieces = per_layer ? n_layers(s, c) : 1;
-      const int64_t width = per_layer ? 1 : n_layers(s, c);
+      // A chunk without layers runs one empty piece [0, 0) (its embedding or head, if any).
+      const int64_t pieces = per_layer ? std::max<int64_t>(1, n_layers(s, c)) : 1;
+      const int64_t width = per_layer ? std::min<int64_t>(1, n_layers(s, c)) : n_layers(s, c);
       TaskId first = -1;
       TaskId prev = -1;
       for (int64_t k = 0; k < pieces; ++k) {
@@ -470,8 +480,9 @@ class Builder {
           if (!filler && anchor >= 0) dep(ag_first, compute_order[static_cast<size_t>(anchor)]);
           dep(id, ag_last);
         }
-        if (zero3 && pass.kind == grad_kind) {
-          reduce_grads(s, st, piece_split(s, c, lo, hi), id_last, last_mb);
+        if (reduce_each && pass.kind == grad_kind) {
+          const TaskId r = reduce_grads(s, st, piece_split(s, c, lo, hi), id_last, last_mb);
+          if (last_mb && r >= 0) dp_tasks.push_back(r);
         } else if (per_layer && pass.kind == grad_kind && last_mb) {
           last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)] = id_last;
         }
@@ -536,10 +547,11 @@ class Builder {
         dep(first, f_last_[i]);
       }
     }
-    // Data-parallel gradient reduction (ZeRO-0/1/2) in buckets, and the parameter all-gather.
-    std::vector<TaskId> dp_tasks;
+    // Data-parallel gradient reduction (ZeRO-0/1) in buckets, and the parameter all-gather (ZeRO-1/2).
     if (!zero3 && dp_reduce_) {
-      if (p_.overlap_grad_reduce) {
+      if (reduce_each) {
+        // ZeRO-2: reduced above, after every backward.
+      } else if (p_.overlap_grad_reduce) {
         // A bucket is reduced once the backward has gone down through its lowest layer.
         for (int32_t c = 0; c < v_; ++c) {
           for (const auto& [lo, hi] : dp_buckets(s, c)) {
@@ -572,10 +584,11 @@ class Builder {
   // The DP buckets of chunk c as layer ranges [lo, hi), from the top layer down: they fill with whole
   // layers' gradients as the backward pass produces them, up to bucket_bytes, and the parameter
   // all-gather uses the same buckets (Megatron-Core's ParamAndGradBuffer, one per model chunk).
-  // A valid plan gives every chunk at least one layer.
+  // A chunk without layers is one bucket [0, 0): its embedding's or head's gradients, if any.
   std::vector<std::pair<int64_t, int64_t>> dp_buckets(int32_t s, int32_t c) const {
     std::vector<std::pair<int64_t, int64_t>> buckets;
     int64_t hi = n_layers(s, c);
+    if (hi == 0) return {{0, 0}};
     double bytes = 0;
     for (int64_t i = hi - 1; i >= 0; --i) {
       bytes += d(piece_params(s, c, i, i + 1)) * d(p_.grad_bytes);

@@ -612,6 +612,59 @@ TEST(Simulator, UnevenStagesLargestStageSetsThePace) {
   EXPECT_EQ(mirrored.step_time, ms(248) + f.opt());
 }
 
+// A first stage without layers (Plan::first_stage_layers 0, Llama 3's embedding-only first chunk):
+// pp 2, the 16 layers of tf = tb = tw = 1 ms all on stage 1, the embedding 2 ms forward and 1 ms
+// backward on stage 0, m = 4, 1F1B, free communication. Stage 1 (48 ms per micro-batch) starts when
+// micro-batch 0's embedding is done (2 ms) and never idles (stage 0 has the next input ready within 3 ms
+// of each backward); stage 0's last backward (1 ms) follows stage 1's: step = 2 + 4 x 48 + 1 = 195 ms,
+// plus the optimizer.
+// The same under ZeRO-1 on dp 2 with free collectives, where the first forward runs layer by layer (the
+// parameter buckets): the empty chunk is still one piece that carries the embedding.
+TEST(Simulator, EmptyFirstStageCarriesTheEmbeddingAlone) {
+  Fixture f;
+  ModelCosts c = synthetic(16, ms(1), ms(1), ms(1));
+  c.pre.fwd = ms(2);
+  c.pre.bwd_weight = ms(1);
+  Plan plan;
+  plan.pp = 2;
+  plan.gbs = 4;
+  plan.first_stage_layers = 0;
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, testing::NoComm{});
+  EXPECT_EQ(r.step_time, ms(195) + f.opt());
+  plan.dp = 2;
+  plan.gbs = 8;
+  plan.sharding = Sharding::kZero1;
+  const StepResult sharded = simulate_step(f.model, plan, c, f.cm, testing::NoComm{});
+  EXPECT_EQ(sharded.step_time, ms(195) + f.opt());
+}
+
+// ZeRO-2 keeps only its shard of the gradients, so it reduce-scatters after every micro-batch's backward
+// (DeepSpeed's stage 2: deepspeedai/DeepSpeed#2252), layer by layer; ZeRO-1 reduces once, in the last
+// micro-batch. dp 2, pp 1, 16 layers of tf = tb = tw = 1 ms with 1e6 parameters each, m = 4, every
+// collective 5 ms, parameter all-gather after the optimizer (no overlap). A layer's reduce-scatter is
+// ready 2 ms after its backward starts; the first at 16 + 2 = 18 ms, and from then the gradient
+// stream never idles: 4 x 16 reductions of 5 ms (320 ms) outrun the 4 x 48 ms of compute. The
+// optimizer waits for the last micro-batch's reductions: step = 18 + 320 + optimizer + 5 (the gather).
+TEST(Simulator, Zero2ReducesAfterEveryMicroBatch) {
+  Fixture f;
+  const ModelCosts c = synthetic(16, ms(1), ms(1), ms(1), 1000000);
+  const FixedComm comm(ms(5), Time::zero());
+  Plan plan;
+  plan.dp = 2;
+  plan.gbs = 8;
+  plan.sharding = Sharding::kZero2;
+  plan.overlap_param_gather = false;
+  const Time opt = optimizer_step_time(plan, plan.local_optimizer_params(16000000, 0), f.cm);
+  const StepResult r = simulate_step(f.model, plan, c, f.cm, comm);
+  EXPECT_EQ(r.step_time, ms(18 + 320 + 5) + opt);
+  // ZeRO-1 reduces 64 MB of fp32 gradients once: its 40 MB buckets (10 and 6 layers) wait for the last
+  // micro-batch, so the step is within two reductions of the compute (4 x 48 ms) and the gather.
+  plan.sharding = Sharding::kZero1;
+  const StepResult z1 = simulate_step(f.model, plan, c, f.cm, comm);
+  EXPECT_LE(z1.step_time, ms(4 * 48 + 2 * 5 + 5) + opt);
+  EXPECT_GE(z1.step_time, ms(4 * 48 + 5) + opt);
+}
+
 // Interleaved with uneven end chunks: 14 layers of tf = tb = tw = 1 ms on pp 4 x vp 2 with one layer in
 // the first and the last model chunk (model chunks k = c pp + s hold 1, 2, 2, 2, 2, 2, 2, 1 layers), m = 8.
 // Each stage's compute stream does its layers' forward and backward, 3 ms per layer and micro-batch:
