@@ -293,6 +293,18 @@ assert all(p["plan"]["fsdp_impl"] == "fsdp2" for p in f2["top"] + f2["pareto"])
 assert f2["top"][0]["tokens_per_s_per_gpu"] < flat["top"][0]["tokens_per_s_per_gpu"]
 PY
 then pass=$((pass+1)); else echo "FAIL plan-fsdp-impl"; fail=$((fail+1)); fi
+# --cp-comm-type: the search and every plan record it; Ulysses plans whose heads do not split over cp are
+# listed as invalid with the constraint's key (Llama 3 8B: 8 key/value heads, cp 16 on tp 1).
+cpx_plan=(plan train --model llama3-8b --gpu h100-sxm --gpus 16 --seq 32768 --gbs 16 --top 3 --quiet)
+if python3 - "$bin" "${cpx_plan[@]}" <<'PY' 2>/dev/null
+import json, subprocess, sys
+b, args = sys.argv[1], sys.argv[2:]
+r = json.loads(subprocess.run([b, "--json"] + args + ["--cp-comm-type", "a2a"], capture_output=True, text=True, check=True).stdout)
+assert r["cp_comm_type"] == "a2a"
+assert all(p["plan"]["cp_comm_type"] == "a2a" for p in r["top"] + r["pareto"])
+assert any(f["key"] == "cp_heads" for f in r["infeasible"]["reasons"])
+PY
+then pass=$((pass+1)); else echo "FAIL plan-cp-comm-type"; fail=$((fail+1)); fi
 # --gpu-variability: the search records sigma and the factor (1 + sigma E[max of 8 normals]; E = 1.4236,
 # Harter 1961), every plan is slower than without it, and the bound still holds.
 if python3 - "$bin" "${z3_plan[@]}" <<'PY' 2>/dev/null

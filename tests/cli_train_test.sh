@@ -284,6 +284,25 @@ then pass=$((pass+1)); else echo "FAIL fsdp-impl"; fail=$((fail+1)); fi
 expect bad-fsdp-impl 2 "--fsdp-impl.*'fsdp3'.*did you mean 'fsdp2'" -- "${z3[@]}" --dp-sharding fsdp --fsdp-impl fsdp3
 expect fsdp-impl-header 0 "dp sharding zero3 .flat., shard groups of 4" -- "${z3[@]}" --dp-sharding hsdp --shard-group 4 --fsdp-impl flat
 
+# --cp-comm-type (train/plan.h, CpComm): an all-gather before the attention and a reduce-scatter after its
+# backward, neither overlapped, cannot take less exposed CP time than the ring, whose transfers hide behind
+# the attention kernels (LayerCosts.ContextParallelExchangesFollowTheirCommType derives both); the run
+# records the type and its header names it; Ulysses needs the heads per TP rank to divide by cp (Llama 3 8B:
+# 8 key/value heads, cp 16); a wrong name is a one-line error with the nearest one.
+cpx=(train --model llama3-8b --gpu h100-sxm --gpus 16 --cp 4 --gbs 4 --seq 32768)
+if python3 - "$("$bin" --json "${cpx[@]}")" "$("$bin" --json "${cpx[@]}" --cp-comm-type all_gather)" \
+     "$("$bin" --json "${cpx[@]}" --cp-comm-type a2a)" <<'PY' 2>/dev/null
+import json, sys
+ring, ag, a2a = (json.loads(x) for x in sys.argv[1:4])
+assert [r["plan"]["cp_comm_type"] for r in (ring, ag, a2a)] == ["p2p", "all_gather", "a2a"]
+assert ag["time"]["cp"] > ring["time"]["cp"] and a2a["time"]["cp"] > ring["time"]["cp"]
+assert ag["step_time_s"] > ring["step_time_s"]
+PY
+then pass=$((pass+1)); else echo "FAIL cp-comm-type"; fail=$((fail+1)); fi
+expect cp-comm-header 0 "cp4 .all_gather." -- "${cpx[@]}" --cp-comm-type all_gather
+expect cp-comm-a2a-heads 2 "cp_heads: cp-comm-type a2a splits each rank's heads over cp=16" -- train --model llama3-8b --gpu h100-sxm --gpus 16 --cp 16 --gbs 1 --seq 32768 --cp-comm-type a2a
+expect bad-cp-comm 2 "--cp-comm-type.*'allgather'.*did you mean 'all_gather'" -- "${cpx[@]}" --cp-comm-type allgather
+
 # --gpu-variability (train/variability.h): two GPUs whose speeds vary by sigma = 1% compute at the pace of
 # the slower one, 1 + 0.01 E[max of 2 normals] = 1 + 0.01 / sqrt(pi) times the typical GPU's compute time
 # (an order-statistics closed form); the run records sigma and the factor; outside [0, 0.5] is an error.

@@ -70,6 +70,7 @@ struct PlanTrainArgs {
   int64_t grad_bytes = 4;
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string fsdp_impl = "fsdp2";
+  std::string cp_comm = "p2p";
   std::string gpu_variability;  // --gpu-variability SIGMA; empty: none
   std::string tp_overlap = "no";  // --tp-comm-overlap
   std::string fp8_attention = "no";
@@ -380,6 +381,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   if (o.base.fp8_attention && !any_fp8) throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
   o.base.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
   o.base.fsdp_impl = tr::parse_fsdp_impl(a.fsdp_impl, kCl.with_key("--fsdp-impl"));
+  o.base.cp_comm = tr::parse_cp_comm(a.cp_comm, kCl.with_key("--cp-comm-type"));
   if (o.base.fp8_recipe != tr::Fp8Recipe::kDelayed && !any_fp8) {
     throw InputError(kCl.with_key("--fp8-recipe"), "applies to --precision fp8");
   }
@@ -483,6 +485,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["fp8_attention"] = o.base.fp8_attention;
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["fsdp_impl"] = tr::fsdp_impl_name(o.base.fsdp_impl);
+    j["cp_comm_type"] = tr::cp_comm_name(o.base.cp_comm);
     j["gpu_variability"] = Json{{"sigma", variability}, {"slowest_gpu_factor", o.evaluate.step.compute_slowdown}};
     j["grad_bytes"] = o.base.grad_bytes;
     j["grad_accum_fusion"] = o.base.grad_accum_fusion;
@@ -649,6 +652,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   add_fp8_recipe_flag(*c, a->fp8_recipe);
   add_fsdp_impl_flag(*c, a->fsdp_impl);
+  add_cp_comm_flag(*c, a->cp_comm);
   add_gpu_variability_flag(*c, a->gpu_variability);
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")

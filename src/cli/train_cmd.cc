@@ -48,6 +48,7 @@ struct TrainArgs {
   std::string recompute_modules;  // --recompute-modules; empty: core_attn
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string fsdp_impl = "fsdp2";
+  std::string cp_comm = "p2p";
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
@@ -143,6 +144,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   p.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
   p.fsdp_impl = tr::parse_fsdp_impl(a.fsdp_impl, kCl.with_key("--fsdp-impl"));
+  p.cp_comm = tr::parse_cp_comm(a.cp_comm, kCl.with_key("--cp-comm-type"));
   p.eager = parse_fusion(a.kernels.fusion);
   p.allocator = parse_allocator(a.kernels.allocator);
   p.grad_bytes = a.grad_bytes;
@@ -495,9 +497,13 @@ void run_train(Context& ctx, const TrainArgs& a) {
   std::string sharding(tr::sharding_name(plan.sharding));
   if (plan.sharding == tr::Sharding::kZero3) sharding += fmt::format(" ({})", tr::fsdp_impl_name(plan.fsdp_impl));
   if (plan.shard_group > 1 && plan.shard_group < plan.dp) sharding += fmt::format(", shard groups of {}", plan.shard_group);
-  Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{} ep{} vp{} ({}), mbs {} gbs {} seq {}, "
+  // Context parallelism's exchange where it is not the ring (CpComm).
+  const std::string cp_comm = plan.cp > 1 && plan.cp_comm != tr::CpComm::kP2p
+                                  ? fmt::format(" ({})", tr::cp_comm_name(plan.cp_comm))
+                                  : std::string();
+  Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{}{} ep{} vp{} ({}), mbs {} gbs {} seq {}, "
                                             "recompute {}, dp sharding {}",
-                                            model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, plan.ep,
+                                            model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, cp_comm, plan.ep,
                                             plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq,
                                             recompute_label(plan), sharding));
   if (model.is_dit()) {
@@ -659,6 +665,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
       ->capture_default_str();
   add_fp8_recipe_flag(*c, a->fp8_recipe);
   add_fsdp_impl_flag(*c, a->fsdp_impl);
+  add_cp_comm_flag(*c, a->cp_comm);
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();

@@ -226,6 +226,15 @@ void add_fsdp_impl_flag(CLI::App& c, std::string& fsdp_impl) {
       ->capture_default_str();
 }
 
+void add_cp_comm_flag(CLI::App& c, std::string& cp_comm) {
+  c.add_option("--cp-comm-type", cp_comm,
+               "--cp > 1: how context parallelism moves the attention's operands (Megatron-Core's --cp-comm-type): p2p "
+               "(ring attention, K/V chunks overlapped with the attention kernels) | all_gather (the whole K/V gathered "
+               "before the attention, exposed; Llama 3's) | a2a (DeepSpeed-Ulysses: Q, K, V and the output all-to-all, "
+               "exposed; the heads per TP rank must divide by cp)")
+      ->capture_default_str();
+}
+
 void add_fp8_recipe_flag(CLI::App& c, std::string& fp8_recipe) {
   c.add_option("--fp8-recipe", fp8_recipe,
                "--precision fp8: Transformer Engine's scaling: delayed (amax history) | current (NeMo's FP8-CS: each "
@@ -475,6 +484,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"shard_group", p.shard_group},
                   {"unsharded_layers", p.unsharded_layers},
                   {"fsdp_impl", train::fsdp_impl_name(p.fsdp_impl)},
+                  {"cp_comm_type", train::cp_comm_name(p.cp_comm)},
                   {"recompute", train::recompute_name(p.recompute)},
                   {"recompute_layers", p.recompute_layers},
                   {"recompute_modules", p.recompute == train::Recompute::kSelective

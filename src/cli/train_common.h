@@ -78,6 +78,8 @@ void add_optimizer_state_flags(CLI::App& c, std::string& optimizer_dtype, std::s
 void add_fp8_recipe_flag(CLI::App& c, std::string& fp8_recipe);
 // --fsdp-impl (train/plan.h, FsdpImpl), the same on train and plan train.
 void add_fsdp_impl_flag(CLI::App& c, std::string& fsdp_impl);
+// --cp-comm-type (train/plan.h, CpComm), the same on train and plan train.
+void add_cp_comm_flag(CLI::App& c, std::string& cp_comm);
 // --gpu-variability SIGMA (train/variability.h), the same on train and plan train; parse_gpu_variability
 // gives 0 for an empty text and throws InputError naming the flag outside [0, 0.5].
 void add_gpu_variability_flag(CLI::App& c, std::string& sigma);

@@ -514,6 +514,10 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   const Time moe_tp_half = comm.collective(coll::Op::kAllGather, moe_gathered, Group::kEtp) +
                            comm.collective(coll::Op::kReduceScatter, moe_gathered, Group::kEtp);
   const Bytes kv_step = Bytes::from_double(d(shape.tokens()) * d(m.k_width() + m.v_width()) * dtb / tp);
+  if (p.cp > 1 && p.cp_comm == CpComm::kAllGather) out.cp_buffer = kv_step * p.cp;
+  if (p.cp > 1 && p.cp_comm == CpComm::kA2a) {
+    out.cp_buffer = Bytes::from_double(d(shape.tokens()) * d(m.q_width() + m.k_width() + m.v_width()) * dtb / tp);
+  }
 
   for (const model::LayerGroup& g : inv.groups) {
     const int64_t first = g.layer_indices.front();
@@ -537,11 +541,35 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
       c.tp_bwd = std::max(Time::zero(), tp_pass - c.bwd_input - c.bwd_weight);
     }
     if (p.cp > 1) {
-      const Time ring = comm.collective(coll::Op::kAllGather, kv_step * p.cp, Group::kCp);
-      // The ring's transfers hide behind the attention core's kernels: K, V forward; K, V and their
-      // gradients backward, beside the core's backward.
-      c.cp_fwd = std::max(Time::zero(), ring - c.module_recompute[mod(RecomputeModule::kCoreAttn)]);
-      c.cp_bwd = std::max(Time::zero(), ring * 2 - c.attn_core_bwd);
+      // The whole sequence's K and V, gathered from the cp ranks' chunks (the ring passes the same bytes).
+      const Time kv_gather = comm.collective(coll::Op::kAllGather, kv_step * p.cp, Group::kCp);
+      switch (p.cp_comm) {
+        case CpComm::kP2p:
+          // The ring's transfers hide behind the attention core's kernels: K, V forward; K, V and their
+          // gradients backward, beside the core's backward.
+          c.cp_fwd = std::max(Time::zero(), kv_gather - c.module_recompute[mod(RecomputeModule::kCoreAttn)]);
+          c.cp_bwd = std::max(Time::zero(), kv_gather * 2 - c.attn_core_bwd);
+          break;
+        case CpComm::kAllGather:
+          // Exposed: the gather before the core; in the backward the gather again (the forward keeps only
+          // the local chunk) and the reduce-scatter of dK, dV (Transformer Engine's
+          // AttnFuncWithCPAndKVAllGather).
+          c.cp_fwd = kv_gather;
+          c.cp_bwd = kv_gather + comm.collective(coll::Op::kReduceScatter, kv_step * p.cp, Group::kCp);
+          break;
+        case CpComm::kA2a: {
+          // Exposed: Q, K, V to the head-split layout before the core and the output back after it;
+          // in the backward the output's gradient in and dQ, dK, dV back (each rank's buffer is its
+          // local chunk: tokens x widths / tp).
+          const double tok = d(shape.tokens()) * dtb / tp;
+          const Bytes qkv = Bytes::from_double(tok * d(m.q_width() + m.k_width() + m.v_width()));
+          const Bytes out_b = Bytes::from_double(tok * d(m.attn_out_width()));
+          c.cp_fwd = comm.collective(coll::Op::kAllToAll, qkv, Group::kCp) +
+                     comm.collective(coll::Op::kAllToAll, out_b, Group::kCp);
+          c.cp_bwd = c.cp_fwd;
+          break;
+        }
+      }
     }
     if (m.is_moe_layer(g.layer_indices.front()) && p.ep > 1) {
       const double copies = p.moe_copies_per_token(m.moe.num_experts, m.moe.top_k);

@@ -111,6 +111,10 @@ struct ModelCosts {
   LayerCost post;                // final norm, LM head, loss (last stage)
   Bytes boundary_activation;     // one micro-batch's hidden state sent between pipeline stages
   Bytes layer_input;             // b*s/cp*h*dt (the TP collective buffer)
+  // The context-parallel exchange's transient buffer beside a layer's attention (Plan::cp_comm):
+  // all_gather the gathered K and V of the whole sequence, a2a the head-split Q, K and V; p2p none
+  // counted (a ring step's chunk).
+  Bytes cp_buffer;
 };
 
 // REQUIRES: validate_plan(model, plan, ...) is empty.

@@ -517,5 +517,64 @@ TEST(LayerCosts, SelectiveRecomputeModulesDropWhatTheirCheckpointsDoNotKeep) {
             core.layer[5].recompute_selective);
 }
 
+
+// Context parallelism's three exchanges (Plan::cp_comm) on a Llama layer, h = 1024, 8 query and 4
+// key/value heads of 128, cp 2, tp 1, mbs 1, seq 1024: 512 local tokens, bf16. With an all-gather
+// taking its bytes in ps, a reduce-scatter twice that, an all-to-all three times:
+//   K, V of the whole sequence: 512 x (512 + 512) x 2 B x cp = 2,097,152 B;
+//   all_gather: forward the gather, 2,097,152 ps; backward the gather again and the reduce-scatter of
+//     dK, dV, 2,097,152 + 4,194,304 = 6,291,456 ps; its buffer the gathered K, V, 2,097,152 B;
+//   a2a: Q, K, V 512 x (1024 + 512 + 512) x 2 B = 2,097,152 B and the output 512 x 1024 x 2 B =
+//     1,048,576 B, each all-to-all, 3 x 3,145,728 = 9,437,184 ps both ways; its buffer Q, K, V;
+//   p2p: the ring's gather hidden behind the attention kernels, never more than all_gather's.
+// a2a needs the heads per TP rank to divide by cp: 4 key/value heads do not split over cp 8.
+class OpBytesComm final : public CommModel {
+ public:
+  Time collective(coll::Op op, Bytes b, Group) const override {
+    const int64_t k = op == coll::Op::kAllGather ? 1 : op == coll::Op::kReduceScatter ? 2 : op == coll::Op::kAllToAll ? 3 : 0;
+    return Time::ps(k * b.count());
+  }
+  Time p2p(Bytes) const override { return Time::zero(); }
+};
+
+TEST(LayerCosts, ContextParallelExchangesFollowTheirCommType) {
+  const model::ModelSpec m = model::ModelSpec::llama({2, 1024, 8, 4, 4096, 32000, 1024});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  Plan p;
+  p.cp = 2;
+  p.seq = 1024;
+  p.gbs = 1;
+  const OpBytesComm comm;
+  p.cp_comm = CpComm::kAllGather;
+  const ModelCosts ag = model_costs(m, p, cm, comm);
+  EXPECT_EQ(ag.layer[0].cp_fwd.picoseconds(), 2'097'152);
+  EXPECT_EQ(ag.layer[0].cp_bwd.picoseconds(), 6'291'456);
+  EXPECT_EQ(ag.cp_buffer.count(), 2'097'152);
+  p.cp_comm = CpComm::kA2a;
+  const ModelCosts a2a = model_costs(m, p, cm, comm);
+  EXPECT_EQ(a2a.layer[0].cp_fwd.picoseconds(), 9'437'184);
+  EXPECT_EQ(a2a.layer[0].cp_bwd.picoseconds(), 9'437'184);
+  EXPECT_EQ(a2a.cp_buffer.count(), 2'097'152);
+  p.cp_comm = CpComm::kP2p;
+  const ModelCosts ring = model_costs(m, p, cm, comm);
+  EXPECT_LE(ring.layer[0].cp_fwd, ag.layer[0].cp_fwd);
+  EXPECT_LE(ring.layer[0].cp_bwd, ag.layer[0].cp_bwd);
+  EXPECT_EQ(ring.cp_buffer.count(), 0);
+  // The attention kernels are the same work whichever way the operands move.
+  EXPECT_EQ(ring.layer[0].fwd, a2a.layer[0].fwd);
+  EXPECT_EQ(ring.layer[0].fwd, ag.layer[0].fwd);
+  p.cp_comm = CpComm::kA2a;
+  EXPECT_TRUE(validate_plan(m, p, 2, gpu).empty());
+  p.cp = 8;
+  p.dp = 1;
+  p.seq = 1024;
+  const auto e = validate_plan(m, p, 8, gpu);
+  ASSERT_FALSE(e.empty());
+  EXPECT_EQ(e.front().key, "cp_heads") << e.front().message;
+  p.cp_comm = CpComm::kAllGather;
+  EXPECT_TRUE(validate_plan(m, p, 8, gpu).empty());
+}
+
 }  // namespace
 }  // namespace orrery::train

@@ -135,7 +135,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     st.host = Bytes::from_double(p.host_optimizer_share() * p.local_optimizer_params(st.params, st.expert_params) *
                                      d(p.master_bytes() + p.moment_bytes() + p.grad_bytes) +
                                  act_off_mb.to_double() * st.inflight_microbatches);
-    Bytes temp = (any_full ? largest_layer : largest_recomputed) + c.layer_input * 2;
+    Bytes temp = (any_full ? largest_layer : largest_recomputed) + c.layer_input * 2 + c.cp_buffer;
     if (s == p.pp - 1) {
       // The loss's backward beside its saved fp32 softmax (counted in activations): Megatron's
       // vocab_parallel_cross_entropy turns that buffer into the gradient in place, and the upcast's

@@ -69,6 +69,9 @@ constexpr std::array kFp8Recipes = {std::pair<std::string_view, Fp8Recipe>{"dela
                                     std::pair<std::string_view, Fp8Recipe>{"mxfp8", Fp8Recipe::kMxfp8}};
 constexpr std::array kFsdpImpls = {std::pair<std::string_view, FsdpImpl>{"fsdp2", FsdpImpl::kFsdp2},
                                    std::pair<std::string_view, FsdpImpl>{"flat", FsdpImpl::kFlat}};
+constexpr std::array kCpComms = {std::pair<std::string_view, CpComm>{"p2p", CpComm::kP2p},
+                                 std::pair<std::string_view, CpComm>{"all_gather", CpComm::kAllGather},
+                                 std::pair<std::string_view, CpComm>{"a2a", CpComm::kA2a}};
 constexpr std::array kOptimizerDtypes = {std::pair<std::string_view, hw::DType>{"fp32", hw::DType::kFp32},
                                          std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
                                          std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16}};
@@ -80,6 +83,9 @@ Fp8Recipe parse_fp8_recipe(std::string_view name, const Where& where) {
 }
 FsdpImpl parse_fsdp_impl(std::string_view name, const Where& where) {
   return parse_named(name, kFsdpImpls, where, "FSDP implementation");
+}
+CpComm parse_cp_comm(std::string_view name, const Where& where) {
+  return parse_named(name, kCpComms, where, "context-parallel communication type");
 }
 MasterWeights parse_master_weights(std::string_view name, const Where& where) {
   return parse_named(name, kMasterWeights, where, "master-weight copy");
@@ -178,6 +184,7 @@ std::string_view moe_dispatcher_name(MoeDispatcher d) { return name_in(kMoeDispa
 std::string_view master_weights_name(MasterWeights m) { return name_in(kMasterWeights, m); }
 std::string_view fp8_recipe_name(Fp8Recipe r) { return name_in(kFp8Recipes, r); }
 std::string_view fsdp_impl_name(FsdpImpl f) { return name_in(kFsdpImpls, f); }
+std::string_view cp_comm_name(CpComm c) { return name_in(kCpComms, c); }
 
 MoeDispatcher parse_moe_dispatcher(std::string_view name, const Where& where) {
   return parse_named(name, kMoeDispatchers, where, "MoE token dispatcher");
@@ -393,6 +400,16 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   }
   if (p.cp > 1 && p.seq % (2 * p.cp) != 0) {
     add("cp_seq", fmt::format("2*cp={} does not divide seq={} (load-balanced ring attention)", 2 * p.cp, p.seq));
+  }
+  if (p.cp > 1 && p.cp_comm == CpComm::kA2a && p.tp >= 1 && m.heads % p.tp == 0) {
+    // Ulysses splits each rank's heads over the CP ranks (TE's flash_attn_a2a_communicate).
+    const int64_t q_heads = m.heads / p.tp;
+    const int64_t kv_heads = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
+    if (q_heads % p.cp != 0 || kv_heads % p.cp != 0) {
+      add("cp_heads", fmt::format("cp-comm-type a2a splits each rank's heads over cp={}: {} query and {} key/value "
+                                  "head(s) per TP rank do not divide (p2p or all_gather do not need it)",
+                                  p.cp, q_heads, kv_heads));
+    }
   }
   if (p.sp && p.tp == 1) add("sp", "sequence parallelism needs tp > 1");
   if (p.sp && (p.seq / p.cp) % p.tp != 0) {

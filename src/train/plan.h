@@ -138,6 +138,17 @@ enum class MasterWeights {
 enum class FsdpImpl { kFsdp2, kFlat };
 std::string_view fsdp_impl_name(FsdpImpl f);  // fsdp2 | flat
 FsdpImpl parse_fsdp_impl(std::string_view name, const Where& where);
+// How context parallelism moves the attention's operands (Megatron-Core's --cp-comm-type, Transformer
+// Engine's cp_comm_type; their docstrings): kP2p exchanges K/V chunks around a ring, asynchronously,
+// overlapped with the attention kernels (ring attention, Liu et al. 2023); kAllGather all-gathers the
+// whole sequence's K/V before the attention and reduce-scatters their gradients after its backward,
+// neither overlapped (Llama 3's CP, Dubey et al. 2024 sec. 3.3.2); kA2a (DeepSpeed-Ulysses, Jacobs et
+// al. 2023) exchanges Q, K and V all-to-all so that each rank holds the whole sequence for heads / cp
+// of the heads, and the output back, not overlapped (needs the rank's query and key/value heads
+// divisible by cp). The attention kernels do the same work either way.
+enum class CpComm { kP2p, kAllGather, kA2a };
+std::string_view cp_comm_name(CpComm c);  // p2p | all_gather | a2a
+CpComm parse_cp_comm(std::string_view name, const Where& where);
 std::string_view master_weights_name(MasterWeights m);  // fp32 | fp16 | remainders | none
 std::string_view fp8_recipe_name(Fp8Recipe r);          // delayed | current | mxfp8
 Fp8Recipe parse_fp8_recipe(std::string_view name, const Where& where);
@@ -177,6 +188,7 @@ struct Plan {
   int64_t shard_group = 0;  // HSDP: shard within groups of this many DP ranks, replicate across; 0 = dp
   int64_t unsharded_layers = 0;  // ZeRO-3: keep this many layers' parameters gathered (per stage)
   FsdpImpl fsdp_impl = FsdpImpl::kFlat;  // sharding zero3: the copies around its collectives (FsdpImpl)
+  CpComm cp_comm = CpComm::kP2p;          // cp > 1: how K/V (and with a2a Q and the output) move (CpComm)
 
   // ---- recomputation and offload
   Recompute recompute = Recompute::kNone;

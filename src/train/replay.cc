@@ -45,7 +45,8 @@ const std::vector<std::string>& measured_run_columns() {
 const std::vector<std::string>& measured_run_optional_columns() {
   static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
                                              "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers",
-                                             "optimizer_dtype", "master_weights", "fp8_recipe", "etp", "dropout"};
+                                             "optimizer_dtype", "master_weights", "fp8_recipe", "etp", "dropout",
+                                             "cp_comm_type"};
   return v;
 }
 
@@ -234,6 +235,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!r.optimizer_dtype.empty()) parse_optimizer_dtype(r.optimizer_dtype, at.with_key("optimizer_dtype"));
     r.fp8_recipe = optional("fp8_recipe");
     if (!r.fp8_recipe.empty()) parse_fp8_recipe(r.fp8_recipe, at.with_key("fp8_recipe"));
+    r.cp_comm_type = optional("cp_comm_type");
+    if (!r.cp_comm_type.empty()) parse_cp_comm(r.cp_comm_type, at.with_key("cp_comm_type"));
     r.master_weights = optional("master_weights");
     if (!r.master_weights.empty()) parse_master_weights(r.master_weights, at.with_key("master_weights"));
     r.moe_dispatcher = optional("moe_dispatcher");
@@ -363,6 +366,7 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (!r.optimizer_dtype.empty()) f.emplace_back("--optimizer-dtype", r.optimizer_dtype);
   if (!r.master_weights.empty()) f.emplace_back("--master-weights", r.master_weights);
   if (!r.fp8_recipe.empty()) f.emplace_back("--fp8-recipe", r.fp8_recipe);
+  if (!r.cp_comm_type.empty()) f.emplace_back("--cp-comm-type", r.cp_comm_type);
   // Sharded data parallelism: torchtitan and NeMo AutoModel run PyTorch's FSDP2 (fully_shard), whose
   // collectives copy their buffers; Megatron-Bridge's "FSDP" is Megatron-FSDP (buffer views).
   if (r.dp_sharding == "fsdp" || r.dp_sharding == "zero3" || r.dp_sharding == "hsdp") {

@@ -46,7 +46,9 @@
 //   dropout: the attention and hidden dropout probability in [0, 1) (--attention-dropout and
 //     --hidden-dropout; empty: the model's, Megatron-LM's 0.1 for arch gpt). NeMo's Nemotron-4 yamls set
 //     both to 0, its GPT-3 175B yaml to 0.1 (data/published/nemo_h100_bf16.csv's header).
-//   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32). NeMo's
+//   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32).
+//   cp_comm_type: p2p | all_gather | a2a, context parallelism's exchange (--cp-comm-type; empty: p2p);
+//     e.g. all_gather for Llama 3's long-context stage. NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once
 
@@ -75,6 +77,7 @@ struct MeasuredRun {
   int64_t etp = 0;                                         // optional column, 0 = tp
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   std::string fp8_recipe;                       // optional column, "" = delayed
+  std::string cp_comm_type;                     // optional column, "" = p2p
   double dropout = -1.0;  // optional column: attention and hidden dropout, -1 = not stated (the model's)
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;

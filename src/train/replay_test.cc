@@ -271,6 +271,26 @@ TEST(Replay, StageLayerColumnsMapOntoTheirFlags) {
   EXPECT_NE(error_of(h + negative).find("[first_stage_layers]"), std::string::npos);
 }
 
+// cp_comm_type: Llama 3's long-context stage gathers K and V (all_gather); the column maps onto
+// --cp-comm-type, an empty cell adds no flag (p2p), and a name that is none of p2p, all_gather, a2a names
+// the column with the nearest.
+TEST(Replay, CpCommColumnMapsOntoItsFlag) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",cp_comm_type\n";
+  const std::string row = "L3,llama3-herd-t4,llama,405,126,16384,128,8,53248,128256,131072,h100-sxm,16384,8,16,8,16,1,8,,128,"
+                          "yes,none,bf16,zero2,tflops_per_gpu,380,x,all_gather\n";
+  const auto runs = read_measured_runs(write("cpcomm", h + row));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(flags(runs[0])["--cp-comm-type"], "all_gather");
+  std::string empty = row;
+  empty.replace(empty.rfind(",all_gather"), 11, ",");
+  EXPECT_EQ(flags(read_measured_runs(write("cpcomm0", h + empty))[0]).count("--cp-comm-type"), 0u);
+  std::string bad = row;
+  bad.replace(bad.rfind(",all_gather"), 11, ",allgather");
+  const std::string e = error_of(h + bad);
+  EXPECT_NE(e.find("[cp_comm_type]"), std::string::npos) << e;
+  EXPECT_NE(e.find("all_gather"), std::string::npos) << e;
+}
+
 // etp: NeMo's DeepSeek-V3 recipe on H100 runs its experts at expert TP 1 beside TP 2 (dgxc-benchmarking
 // deepseek_v3/pretraining/launch.sh); the column maps onto --etp, an empty cell adds no flag (tp), and a
 // value below 1 names its column.
