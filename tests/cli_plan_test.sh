@@ -294,17 +294,24 @@ assert f2["top"][0]["tokens_per_s_per_gpu"] < flat["top"][0]["tokens_per_s_per_g
 PY
 then pass=$((pass+1)); else echo "FAIL plan-fsdp-impl"; fail=$((fail+1)); fi
 # --cp-comm-type: the search and every plan record it; Ulysses plans whose heads do not split over cp are
-# listed as invalid with the constraint's key (Llama 3 8B: 8 key/value heads, cp 16 on tp 1).
+# listed as invalid with the constraint's key (Llama 3 8B: 8 key/value heads, cp 16 on tp 1); a
+# comma-separated list is searched; a wrong name is a one-line error with the nearest.
 cpx_plan=(plan train --model llama3-8b --gpu h100-sxm --gpus 16 --seq 32768 --gbs 16 --top 3 --quiet)
 if python3 - "$bin" "${cpx_plan[@]}" <<'PY' 2>/dev/null
 import json, subprocess, sys
 b, args = sys.argv[1], sys.argv[2:]
 r = json.loads(subprocess.run([b, "--json"] + args + ["--cp-comm-type", "a2a"], capture_output=True, text=True, check=True).stdout)
-assert r["cp_comm_type"] == "a2a"
+assert r["cp_comm_type"] == "a2a" and r["cp_comm_types"] == ["a2a"]
 assert all(p["plan"]["cp_comm_type"] == "a2a" for p in r["top"] + r["pareto"])
 assert any(f["key"] == "cp_heads" for f in r["infeasible"]["reasons"])
+# A list is searched: its best is the better of the two searches alone (Planner.SearchesEachListedCpCommType).
+both = json.loads(subprocess.run([b, "--json"] + args + ["--cp-comm-type", "p2p,a2a"], capture_output=True, text=True, check=True).stdout)
+ring = json.loads(subprocess.run([b, "--json"] + args, capture_output=True, text=True, check=True).stdout)
+assert both["cp_comm_types"] == ["p2p", "a2a"]
+assert both["top"][0]["tokens_per_s_per_gpu"] == max(ring["top"][0]["tokens_per_s_per_gpu"], r["top"][0]["tokens_per_s_per_gpu"])
 PY
 then pass=$((pass+1)); else echo "FAIL plan-cp-comm-type"; fail=$((fail+1)); fi
+expect plan-bad-cp-comm 2 "--cp-comm-type.*'ring'" -- "${cpx_plan[@]}" --cp-comm-type p2p,ring
 # --gpu-variability: the search records sigma and the factor (1 + sigma E[max of 8 normals]; E = 1.4236,
 # Harter 1961), every plan is slower than without it, and the bound still holds.
 if python3 - "$bin" "${z3_plan[@]}" <<'PY' 2>/dev/null

@@ -156,6 +156,7 @@ tr::SearchSpace make_space(const PlanTrainArgs& a) {
   s.activation_offload = offload == "activations" || offload == "both";
   s.optimizer_offload = offload == "optimizer" || offload == "both";
   s.moe_dispatchers = parse_list<tr::MoeDispatcher>(a.moe_dispatcher, "--moe-dispatcher", tr::parse_moe_dispatcher);
+  s.cp_comms = parse_list<tr::CpComm>(a.cp_comm, "--cp-comm-type", tr::parse_cp_comm);
   // "tp" (0): each plan's own.
   s.expert_tps = parse_list<int64_t>(a.etps, "--etp", [](const std::string& item, const Where& where) {
     int64_t etp = 0;
@@ -381,7 +382,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   if (o.base.fp8_attention && !any_fp8) throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
   o.base.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
   o.base.fsdp_impl = tr::parse_fsdp_impl(a.fsdp_impl, kCl.with_key("--fsdp-impl"));
-  o.base.cp_comm = tr::parse_cp_comm(a.cp_comm, kCl.with_key("--cp-comm-type"));
+  // One CP exchange is every CP plan's; a list is searched (SearchSpace::cp_comms, parsed by make_space).
   if (o.base.fp8_recipe != tr::Fp8Recipe::kDelayed && !any_fp8) {
     throw InputError(kCl.with_key("--fp8-recipe"), "applies to --precision fp8");
   }
@@ -392,6 +393,8 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.load_imbalance = a.load_imbalance;
   // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers, parsed by make_space).
   o.space = make_space(a);
+  o.base.cp_comm = o.space.cp_comms.front();
+  if (o.space.cp_comms.size() == 1) o.space.cp_comms.clear();
   {
     const bool selective = std::find(o.space.recomputes.begin(), o.space.recomputes.end(), tr::Recompute::kSelective) !=
                            o.space.recomputes.end();
@@ -486,6 +489,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["fsdp_impl"] = tr::fsdp_impl_name(o.base.fsdp_impl);
     j["cp_comm_type"] = tr::cp_comm_name(o.base.cp_comm);
+    Json searched_cp = Json::array();
+    if (o.space.cp_comms.empty()) searched_cp.push_back(tr::cp_comm_name(o.base.cp_comm));
+    for (tr::CpComm c : o.space.cp_comms) searched_cp.push_back(tr::cp_comm_name(c));
+    j["cp_comm_types"] = searched_cp;
     j["gpu_variability"] = Json{{"sigma", variability}, {"slowest_gpu_factor", o.evaluate.step.compute_slowdown}};
     j["grad_bytes"] = o.base.grad_bytes;
     j["grad_accum_fusion"] = o.base.grad_accum_fusion;
@@ -652,7 +659,11 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   add_fp8_recipe_flag(*c, a->fp8_recipe);
   add_fsdp_impl_flag(*c, a->fsdp_impl);
-  add_cp_comm_flag(*c, a->cp_comm);
+  c->add_option("--cp-comm-type", a->cp_comm,
+                 "how CP plans exchange the attention's operands, a comma-separated list searched (Megatron-Core's "
+                 "--cp-comm-type): p2p (ring, overlapped) | all_gather (K/V gathered, exposed) | a2a (Ulysses, exposed; "
+                 "heads per TP rank divisible by cp), e.g. p2p,a2a")
+      ->capture_default_str();
   add_gpu_variability_flag(*c, a->gpu_variability);
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")

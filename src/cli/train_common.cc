@@ -451,12 +451,16 @@ std::vector<std::string> plan_header(PlanColumns columns) {
 std::vector<std::string> plan_cells(const train::Plan& p, PlanColumns columns) {
   const std::string pp = p.uneven_stages() ? fmt::format("{} ({}..{})", p.pp, p.first_stage_layers, p.last_stage_layers)
                                            : std::to_string(p.pp);
+  // "4 a2a": context parallelism that does not exchange around the ring (Plan::cp_comm).
+  const std::string cp = p.cp > 1 && p.cp_comm != train::CpComm::kP2p
+                             ? fmt::format("{} {}", p.cp, train::cp_comm_name(p.cp_comm))
+                             : std::to_string(p.cp);
   // "8 deepep": expert parallelism whose tokens go through DeepEP (the default all-to-all unmarked);
   // "8 etp1": the experts split over 1 rank where the dense matrices split over tp (Plan::etp).
   std::string ep = p.ep > 1 && p.moe_dispatcher == train::MoeDispatcher::kDeepEp ? fmt::format("{} deepep", p.ep)
                                                                                  : std::to_string(p.ep);
   if (p.expert_tp() != p.tp) ep += fmt::format(" etp{}", p.expert_tp());
-  std::vector<std::string> cells = {std::to_string(p.tp),  pp,                   std::to_string(p.cp), ep,
+  std::vector<std::string> cells = {std::to_string(p.tp),  pp,                   cp,                   ep,
                                     std::to_string(p.dp),  std::to_string(p.vp), schedule_label(p),    std::to_string(p.mbs),
                                     sharding_label(p),     recompute_label(p),  p.sp ? "yes" : "no"};
   if (columns.offload) cells.push_back(offload_label(p));

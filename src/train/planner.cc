@@ -236,43 +236,49 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
             for (MoeDispatcher d : sp.moe_dispatchers) routings.emplace_back(etp, ep, d);
           }
         }
-        for (const auto& [etp, ep, dispatcher] : routings) {
-          for (const auto& [schedule, vp] : schedules) {
-            for (int64_t mbs : mbss) {
-              for (const auto& [sharding, group] : shardings) {
-                for (Recompute rc : sp.recomputes) {
-                  const bool several_sets = rc == Recompute::kSelective && !sp.recompute_module_sets.empty();
-                  const size_t sets = several_sets ? sp.recompute_module_sets.size() : 1;
-                  for (size_t set = 0; set < sets; ++set) {
-                    for (bool seqpar : sps) {
-                      if (etp > 0 && !seqpar) continue;  // expert TP below tp needs SP
-                      Plan p = o.base;
-                      p.dp = dp;
-                      p.tp = tp;
-                      p.pp = pp;
-                      p.cp = cp;
-                      p.ep = ep;
-                      p.etp = etp;
-                      p.moe_dispatcher = dispatcher;
-                      if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
-                      p.vp = vp;
-                      p.schedule = schedule;
-                      p.mbs = mbs;
-                      p.gbs = o.gbs;
-                      p.seq = o.seq;
-                      p.sharding = sharding;
-                      p.shard_group = group;
-                      p.recompute = rc;
-                      if (several_sets) p.recompute_modules = sp.recompute_module_sets[set];
-                      p.recompute_layers = -1;
-                      p.sp = seqpar;
-                      p.first_stage_layers = -1;
-                      p.last_stage_layers = -1;
-                      if (uneven) balance_uneven_stages(p, model.layers);
-                      if (sp.precisions.empty()) {
-                        plans.push_back(p);
-                      } else {
-                        for (hw::DType precision : sp.precisions) plans.push_back(p.in_precision(precision));
+        // The CP exchanges: every listed one where there is context parallelism.
+        std::vector<CpComm> cp_comms = {o.base.cp_comm};
+        if (cp > 1 && !sp.cp_comms.empty()) cp_comms = sp.cp_comms;
+        for (const CpComm cp_comm : cp_comms) {
+          for (const auto& [etp, ep, dispatcher] : routings) {
+            for (const auto& [schedule, vp] : schedules) {
+              for (int64_t mbs : mbss) {
+                for (const auto& [sharding, group] : shardings) {
+                  for (Recompute rc : sp.recomputes) {
+                    const bool several_sets = rc == Recompute::kSelective && !sp.recompute_module_sets.empty();
+                    const size_t sets = several_sets ? sp.recompute_module_sets.size() : 1;
+                    for (size_t set = 0; set < sets; ++set) {
+                      for (bool seqpar : sps) {
+                        if (etp > 0 && !seqpar) continue;  // expert TP below tp needs SP
+                        Plan p = o.base;
+                        p.dp = dp;
+                        p.tp = tp;
+                        p.pp = pp;
+                        p.cp = cp;
+                        p.ep = ep;
+                        p.etp = etp;
+                        p.cp_comm = cp_comm;
+                        p.moe_dispatcher = dispatcher;
+                        if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
+                        p.vp = vp;
+                        p.schedule = schedule;
+                        p.mbs = mbs;
+                        p.gbs = o.gbs;
+                        p.seq = o.seq;
+                        p.sharding = sharding;
+                        p.shard_group = group;
+                        p.recompute = rc;
+                        if (several_sets) p.recompute_modules = sp.recompute_module_sets[set];
+                        p.recompute_layers = -1;
+                        p.sp = seqpar;
+                        p.first_stage_layers = -1;
+                        p.last_stage_layers = -1;
+                        if (uneven) balance_uneven_stages(p, model.layers);
+                        if (sp.precisions.empty()) {
+                          plans.push_back(p);
+                        } else {
+                          for (hw::DType precision : sp.precisions) plans.push_back(p.in_precision(precision));
+                        }
                       }
                     }
                   }
@@ -280,7 +286,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
               }
             }
           }
-        }
+        }  // cp_comm
       }
     }
   }

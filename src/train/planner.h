@@ -120,6 +120,9 @@ struct SearchSpace {
   // below tp only where it divides tp and with SP; ep then ranges over the divisors of the experts with
   // etp x ep dividing tp x dp x cp. Default {0}: the experts split like the dense matrices.
   std::vector<int64_t> expert_tps = {0};
+  // Plans with cp > 1: one plan per context-parallel exchange listed (Plan::cp_comm); empty: the base
+  // plan's only. Plans without CP keep the base's (nothing is exchanged).
+  std::vector<CpComm> cp_comms;
   // Every plan in each precision listed (Plan::precision); empty: the base plan's only. fp8 plans keep
   // the base's fp8_attention, the others run their attention core in their own precision.
   std::vector<hw::DType> precisions;

@@ -367,6 +367,43 @@ TEST(Planner, SearchesEachListedMoeDispatcherWhereTokensCrossRanks) {
                    std::max(r_a2a.top.front().tokens_per_s_per_gpu, r_deep.top.front().tokens_per_s_per_gpu));
 }
 
+// --cp-comm-type p2p,a2a: every plan with context parallelism once per listed exchange, the others once
+// (nothing to exchange), so the list's search holds each single search's plans and its best is the
+// better of theirs; the pruned search finds that best exactly as the full one does. 8 heads (and 8
+// key/value heads) split over cp 2 or 4 at tp 1 or 2, so Ulysses is valid wherever cp is.
+TEST(Planner, SearchesEachListedCpCommType) {
+  Small s;
+  PlannerOptions ring = s.options();
+  ring.space.max_cp = 4;
+  PlannerOptions a2a = ring;
+  a2a.base.cp_comm = CpComm::kA2a;
+  PlannerOptions both = ring;
+  both.space.cp_comms = {CpComm::kP2p, CpComm::kA2a};
+  const std::vector<Plan> one = enumerate_plans(s.model, s.cluster, ring);
+  const std::vector<Plan> two = enumerate_plans(s.model, s.cluster, both);
+  size_t with_cp = 0;
+  for (const Plan& p : one) with_cp += p.cp > 1 ? 1 : 0;
+  ASSERT_GT(with_cp, 0u);
+  ASSERT_EQ(two.size(), one.size() + with_cp);
+  for (const Plan& p : two) {
+    if (p.cp == 1) {
+      EXPECT_EQ(p.cp_comm, CpComm::kP2p);
+    }
+  }
+  const PlannerResult r_ring = plan_training(s.model, s.cluster, s.cm, ring);
+  const PlannerResult r_a2a = plan_training(s.model, s.cluster, s.cm, a2a);
+  PlannerResult r_both = plan_training(s.model, s.cluster, s.cm, both);
+  ASSERT_FALSE(r_ring.top.empty());
+  ASSERT_FALSE(r_a2a.top.empty());
+  ASSERT_FALSE(r_both.top.empty());
+  EXPECT_DOUBLE_EQ(r_both.top.front().tokens_per_s_per_gpu,
+                   std::max(r_ring.top.front().tokens_per_s_per_gpu, r_a2a.top.front().tokens_per_s_per_gpu));
+  PlannerOptions full = both;
+  full.prune = false;
+  const PlannerResult r_full = plan_training(s.model, s.cluster, s.cm, full);
+  EXPECT_DOUBLE_EQ(r_full.top.front().tokens_per_s_per_gpu, r_both.top.front().tokens_per_s_per_gpu);
+}
+
 // --precision bf16,fp16 searches every plan in each: the space is the two single-precision spaces side
 // by side (twice the plans, each shape once per precision), and the best plan is the better of the two
 // searches' bests. With fp8 listed and fp8 attention and current scaling asked for, only the fp8 plans
