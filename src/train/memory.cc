@@ -118,6 +118,10 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       // through the step, with the LM head's unsharded gradient from its backward to the end.
       mb.weights += scaled((s == 0 ? c.pre.params : 0) + (s == p.pp - 1 ? c.post.params : 0), d(k.weight_bytes));
       if (s == p.pp - 1) mb.gradients += scaled(c.post.params, d(k.weight_bytes));
+    } else if (p.sharding == Sharding::kZero2 && p.shard_size() > 1) {
+      // ZeRO-2 reduce-scatters each layer's gradients as the backward produces them (simulator.cc,
+      // reduce_each): the layer's unsharded gradient exists until its reduction.
+      mb.gradients += scaled(max_layer_params, d(p.grad_bytes));
     }
     // Offload keeps the layer being computed and the one whose copy is in flight on the GPU. Offloading
     // everything (offload_layers -1) takes the embedding output and the logits' buffers with it.

@@ -379,5 +379,33 @@ TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
   EXPECT_NEAR(r.stages[0].memory.optimizer.to_double(), stage0 * (2 + 8) / 8, 1.0);
 }
 
+// ZeRO-2 (memory.h): the gradients sharded over dp, plus the unsharded gradient of the layer whose
+// reduce-scatter is pending (it reduces layer by layer after every micro-batch's backward: simulator.cc).
+// dp 8, pp 2 (stage 0: 2 layers and the embedding; stage 1: 2 layers and the head), fp32 gradients:
+//   gradients = P_stage x 4 / 8 + P_layer x 4;   weights = P_stage x 2 (whole, unlike ZeRO-3)
+TEST(Memory, Zero2HoldsItsShardAndTheLayerBeingReduced) {
+  const auto model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  const NoComm comm;
+  Plan p;
+  p.dp = 8;
+  p.pp = 2;
+  p.sharding = Sharding::kZero2;
+  p.seq = 2048;
+  p.gbs = 16;
+  const ModelCosts c = model_costs(model, p, cm, comm);
+  const MemoryReport m = memory_model(model, p, c, gpu);
+  const double layer = static_cast<double>(c.layer[0].params);
+  const double stage0 = 2 * layer + static_cast<double>(c.pre.params);
+  EXPECT_NEAR(m.stages[0].memory.gradients.to_double(), stage0 * 4 / 8 + layer * 4, 1.0);
+  EXPECT_NEAR(m.stages[0].memory.weights.to_double(), stage0 * 2, 1.0);
+  // On one rank nothing is sharded and nothing waits to be reduced.
+  p.dp = 1;
+  p.gbs = 2;
+  const MemoryReport one = memory_model(model, p, model_costs(model, p, cm, comm), gpu);
+  EXPECT_NEAR(one.stages[0].memory.gradients.to_double(), stage0 * 4, 1.0);
+}
+
 }  // namespace
 }  // namespace orrery::train
