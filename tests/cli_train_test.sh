@@ -419,7 +419,24 @@ then pass=$((pass+1)); else echo "FAIL attention kernel / fusion slow the step";
 expect unknown-attention-kernel 2 "--attention-kernel.*unknown attention kernel 'fa4'; did you mean .*'fa3'" -- "${llama[@]}" --attention-kernel fa4
 expect fa3-on-ampere 2 "--attention-kernel.*no published fa3 efficiency for GPU 'a100-sxm-80gb'.*fa2" -- train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --gbs 16 --attention-kernel fa3
 one_line_error fa3-on-ampere-one-line train --model llama3-8b --gpu a100-sxm-80gb --gpus 8 --gbs 16 --attention-kernel fa3
-expect unknown-fusion 2 "--fusion.*expected fused or eager, found 'eagr'.*did you mean 'eager'" -- "${llama[@]}" --fusion eagr
+expect unknown-fusion 2 "--fusion.*expected fused, compile or eager, found 'eagr'.*did you mean 'eager'" -- "${llama[@]}" --fusion eagr
+# --fusion compile (torch.compile on the blocks, the loss eager: torchtitan): the blocks' kernels are the
+# fused ones, so with the weight gradients apart in both the step is fused's to the picosecond (the loss
+# kernel's bytes do not depend on it); the loss's backward holds PyTorch's 8 B per logit instead of the
+# logits' 2 (train/memory.h): Llama 3 8B's 128,256-word vocabulary over 2 x 8192 tokens per GPU is 2.1e9
+# logits, 6 B more each, 11.7 GiB of temporary above fused; the header names it.
+if python3 - "$("$bin" --json "${llama[@]}" --allocator none --grad-accum-fusion no)" \
+     "$("$bin" --json "${llama[@]}" --allocator none --grad-accum-fusion no --fusion compile)" <<'PY' 2>/dev/null
+import json, sys
+fused, comp = (json.loads(x) for x in sys.argv[1:3])
+assert comp["fusion"] == "compile"
+assert comp["step_time_s"] == fused["step_time_s"]
+extra = comp["memory"]["temporary"] - fused["memory"]["temporary"]
+assert abs(extra - 6 * 2 * 8192 * 128256) < 1e6, extra
+assert comp["peak_memory_bytes"] > fused["peak_memory_bytes"]
+PY
+then pass=$((pass+1)); else echo "FAIL fusion compile"; fail=$((fail+1)); fi
+expect fusion-compile-header 0 "compiled .loss eager. elementwise" -- "${llama[@]}" --fusion compile
 
 # A GPU without NVLink (L40S): pipeline stages in one machine talk over PCIe (this aborted before).
 expect pcie-only-pipeline 0 "step time" -- train --model llama3-8b --gpu l40s --gpus 8 --tp 1 --pp 2 --dp 4 --seq 2048 --mbs 1 --gbs 32

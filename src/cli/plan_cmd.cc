@@ -386,9 +386,10 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   if (o.base.fp8_recipe != tr::Fp8Recipe::kDelayed && !any_fp8) {
     throw InputError(kCl.with_key("--fp8-recipe"), "applies to --precision fp8");
   }
-  o.base.eager = parse_fusion(a.kernels.fusion);
+  apply_fusion(a.kernels.fusion, o.base);
   o.base.allocator = parse_allocator(a.kernels.allocator);
-  o.base.grad_accum_fusion = parse_grad_accum_fusion(a.kernels.grad_accum_fusion, o.base.eager, o.base.grad_bytes);
+  o.base.grad_accum_fusion =
+      parse_grad_accum_fusion(a.kernels.grad_accum_fusion, !o.base.eager && !o.base.eager_loss, o.base.grad_bytes);
   o.base.capacity_factor = a.capacity_factor;
   o.base.load_imbalance = a.load_imbalance;
   // One dispatcher is every plan's; a list is searched (SearchSpace::moe_dispatchers, parsed by make_space).
@@ -543,7 +544,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
                          precision_list, gib(r.budget));
   ctx.out << fmt::format("kernels: {} attention ({:.2f} of peak at long sequences), {} elementwise, weight gradients "
                          "{}, GPU at {:.0f} W, {} allocator{}\n",
-                         a.kernels.attention_kernel, cm.calibration().attention.efficiency, a.kernels.fusion,
+                         a.kernels.attention_kernel, cm.calibration().attention.efficiency, fusion_label(a.kernels.fusion),
                          o.base.grad_accum_fusion ? "added into fp32 in the GEMM" : "apart", gpu.power().watts(),
                          a.kernels.allocator,
                          a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration);

@@ -145,13 +145,13 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
   p.fsdp_impl = tr::parse_fsdp_impl(a.fsdp_impl, kCl.with_key("--fsdp-impl"));
   p.cp_comm = tr::parse_cp_comm(a.cp_comm, kCl.with_key("--cp-comm-type"));
-  p.eager = parse_fusion(a.kernels.fusion);
+  apply_fusion(a.kernels.fusion, p);
   p.allocator = parse_allocator(a.kernels.allocator);
   p.grad_bytes = a.grad_bytes;
   if (a.grad_bytes != 2 && a.grad_bytes != 4) {
     throw InputError(kCl.with_key("--grad-bytes"), fmt::format("expected 2 or 4, found {}", a.grad_bytes));
   }
-  p.grad_accum_fusion = parse_grad_accum_fusion(a.kernels.grad_accum_fusion, p.eager, p.grad_bytes);
+  p.grad_accum_fusion = parse_grad_accum_fusion(a.kernels.grad_accum_fusion, !p.eager && !p.eager_loss, p.grad_bytes);
   p.optimizer_dtype = tr::parse_optimizer_dtype(a.optimizer_dtype, kCl.with_key("--optimizer-dtype"));
   p.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
   if (!(a.bucket_mb > 0.0 && a.bucket_mb <= 1e6)) {
@@ -550,7 +550,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   s.add_row({"kernels", fmt::format("{} attention ({:.2f}){}, {} elementwise, wgrad {}, {:.0f} W, {} allocator{}",
                                     a.kernels.attention_kernel, cm.calibration().attention.efficiency,
                                     model.dropout.attention > 0.0 && plan.flash_attention ? " with dropout" : "",
-                                    a.kernels.fusion, plan.grad_accum_fusion ? "into fp32" : "apart",
+                                    fusion_label(a.kernels.fusion), plan.grad_accum_fusion ? "into fp32" : "apart",
                                     gpu.power().watts(), a.kernels.allocator,
                                     a.kernels.calibration.empty() ? "" : "; calibration " + a.kernels.calibration)});
   ctx.out << s.render() << "\n";

@@ -249,7 +249,8 @@ void add_kernel_options(CLI::App* c, KernelArgs& k) {
                 "fused attention library: default | fa2 (PyTorch SDPA) | cudnn (Transformer Engine) | fa3")
       ->capture_default_str();
   c->add_option("--fusion", k.fusion,
-                "elementwise kernels: fused (Megatron/TE, torch.compile) | eager (PyTorch modules op by op)")
+                "elementwise kernels: fused (Megatron/TE, loss included) | compile (torch.compile on each transformer "
+                "block, the loss in eager PyTorch: torchtitan) | eager (PyTorch modules op by op)")
       ->capture_default_str();
   c->add_option("--allocator", k.allocator,
                 "PyTorch caching allocator whose reservation the memory counts: classic (PyTorch's default) | "
@@ -257,7 +258,7 @@ void add_kernel_options(CLI::App* c, KernelArgs& k) {
       ->capture_default_str();
   c->add_option("--grad-accum-fusion", k.grad_accum_fusion,
                 "weight-gradient GEMMs add into the fp32 main gradients (Megatron-Core's gradient-accumulation "
-                "fusion): auto (yes with --fusion fused and --grad-bytes 4) | yes | no")
+                "fusion): auto (yes with --fusion fused and --grad-bytes 4; PyTorch autograd otherwise) | yes | no")
       ->capture_default_str();
   c->add_option("--calibration", k.calibration,
                 "compute-model constants measured on your own GPU (YAML, docs/compute.md \"Calibration files\"); "
@@ -284,11 +285,17 @@ bool parse_yes_no(const std::string& v, const std::string& flag) {
   throw InputError(Where{"<command line>", 0, flag}, fmt::format("expected yes or no, found '{}'", v));
 }
 
-bool parse_fusion(const std::string& fusion) {
-  if (fusion == "fused") return false;
-  if (fusion == "eager") return true;
-  throw InputError(kCl.with_key("--fusion"), fmt::format("expected fused or eager, found '{}'", fusion),
-                   suggest(fusion, {"fused", "eager"}));
+std::string fusion_label(const std::string& fusion) {
+  return fusion == "compile" ? std::string("compiled (loss eager)") : fusion;
+}
+
+void apply_fusion(const std::string& fusion, train::Plan& p) {
+  if (fusion != "fused" && fusion != "compile" && fusion != "eager") {
+    throw InputError(kCl.with_key("--fusion"), fmt::format("expected fused, compile or eager, found '{}'", fusion),
+                     suggest(fusion, {"fused", "compile", "eager"}));
+  }
+  p.eager = fusion == "eager";
+  p.eager_loss = fusion != "fused";
 }
 
 uint32_t parse_recompute_modules_flag(const std::string& list, train::Recompute recompute) {
@@ -302,9 +309,9 @@ uint32_t parse_recompute_modules_flag(const std::string& list, train::Recompute 
   return modules;
 }
 
-bool parse_grad_accum_fusion(const std::string& value, bool eager, int64_t grad_bytes) {
+bool parse_grad_accum_fusion(const std::string& value, bool megatron, int64_t grad_bytes) {
   const std::string l = to_lower(trim(value));
-  if (l == "auto") return !eager && grad_bytes == 4;
+  if (l == "auto") return megatron && grad_bytes == 4;
   if (l == "yes" || l == "no") return l == "yes";
   throw InputError(kCl.with_key("--grad-accum-fusion"), fmt::format("expected auto, yes or no, found '{}'", value),
                    suggest(l, {"auto", "yes", "no"}));

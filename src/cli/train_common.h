@@ -95,12 +95,17 @@ io::Json calibration_json(const compute::Calibration& c, const KernelArgs& k);
 // A yes | no flag (also true/false, on/off, 1/0); InputError naming `flag` otherwise.
 bool parse_yes_no(const std::string& v, const std::string& flag);
 
-// --fusion fused | eager: true for eager (unfused PyTorch elementwise kernels); InputError naming the
+// --fusion fused | compile | eager onto Plan::eager and Plan::eager_loss: fused (Megatron-Core /
+// Transformer Engine: fused elementwise kernels and loss), compile (torch.compile on each transformer
+// block, the loss in eager PyTorch: torchtitan), eager (PyTorch modules op by op); InputError naming the
 // flag, with the nearest name, otherwise.
-bool parse_fusion(const std::string& fusion);
-// --grad-accum-fusion auto | yes | no (train::Plan::grad_accum_fusion); auto: yes with fused kernels and
-// fp32 main gradients (Megatron-Core's default), no with eager kernels (PyTorch autograd) or 2-byte ones.
-bool parse_grad_accum_fusion(const std::string& value, bool eager, int64_t grad_bytes);
+void apply_fusion(const std::string& fusion, train::Plan& p);
+// How the kernels line names a --fusion value: "fused", "compiled (loss eager)", "eager".
+std::string fusion_label(const std::string& fusion);
+// --grad-accum-fusion auto | yes | no (train::Plan::grad_accum_fusion); auto: yes on Megatron's fused
+// kernels (`megatron`: --fusion fused) with fp32 main gradients (Megatron-Core's default), no under PyTorch
+// autograd (--fusion compile or eager) or with 2-byte gradients.
+bool parse_grad_accum_fusion(const std::string& value, bool megatron, int64_t grad_bytes);
 // --recompute-modules LIST (train::Plan::recompute_modules): empty gives the attention core alone; a list
 // other than core_attn needs `recompute` selective (InputError naming the flag otherwise).
 uint32_t parse_recompute_modules_flag(const std::string& list, train::Recompute recompute);

@@ -130,7 +130,7 @@ class Trace {
     if (last_ && chunk == p_.vp - 1) {
       if (!offload_all_) held.push_back(alloc(std::max(Bytes(0), c_.post.act_none - softmax_)));
       const int64_t l16 = alloc(logits_);
-      if (p_.eager) {
+      if (p_.loss_is_eager()) {
         const int64_t l32 = alloc(softmax_);
         free(l16);
         loss_[slot(chunk, mb)] = alloc(softmax_);  // log_softmax's output
@@ -151,7 +151,7 @@ class Trace {
       const int64_t saved = offload_all_ ? alloc(softmax_) : loss_[slot(chunk, mb)];  // copied back
       loss_[slot(chunk, mb)] = -1;
       int64_t grad = -1;
-      if (p_.eager) {
+      if (p_.loss_is_eager()) {
         const int64_t nll = alloc(softmax_);
         const int64_t g32 = alloc(softmax_);
         free(nll);

@@ -147,7 +147,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       // (log_softmax + nll_loss, eager) holds nll_loss's dense fp32 gradient and log_softmax's fp32
       // input gradient at once (8 per logit).
       const double dt = d(hw::dtype_bytes(p.activation_dtype()));
-      const double per_logit = p.eager ? 8.0 : dt;
+      const double per_logit = p.loss_is_eager() ? 8.0 : dt;
       temp += Bytes::from_double(per_logit * d(p.mbs) * d(p.seq / p.cp) * d(model.vocab) / d(p.tp));
     }
     mb.temporary = temp;

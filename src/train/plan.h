@@ -228,6 +228,12 @@ struct Plan {
   bool fp8_attention = false;  // precision fp8: the attention core in fp8 too (TE's FP8 DPA; default bf16)
   Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // precision fp8: how TE scales its fp8 tensors
   bool eager = false;                      // unfused elementwise kernels (PyTorch eager; model/op_inventory.h)
+  // The LM head's cross-entropy as PyTorch's eager F.cross_entropy on fp32 logits (log_softmax + nll_loss:
+  // 8 B per logit at its backward's peak) rather than a fused, in-place one (Megatron's
+  // vocab_parallel_cross_entropy: the logits' dtype). True with eager kernels, and under torch.compile of
+  // the transformer blocks alone (torchtitan's apply_compile, which leaves the loss uncompiled).
+  bool eager_loss = false;
+  bool loss_is_eager() const { return eager || eager_loss; }
   // PyTorch's caching allocator (train/caching_allocator.h): none counts the tensors alone.
   AllocatorMode allocator = AllocatorMode::kNone;
 

@@ -46,7 +46,7 @@ const std::vector<std::string>& measured_run_optional_columns() {
   static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
                                              "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers",
                                              "optimizer_dtype", "master_weights", "fp8_recipe", "etp", "dropout",
-                                             "cp_comm_type"};
+                                             "cp_comm_type", "tp_comm_overlap"};
   return v;
 }
 
@@ -237,6 +237,12 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!r.fp8_recipe.empty()) parse_fp8_recipe(r.fp8_recipe, at.with_key("fp8_recipe"));
     r.cp_comm_type = optional("cp_comm_type");
     if (!r.cp_comm_type.empty()) parse_cp_comm(r.cp_comm_type, at.with_key("cp_comm_type"));
+    r.tp_comm_overlap = to_lower(trim(optional("tp_comm_overlap")));
+    if (!r.tp_comm_overlap.empty() && r.tp_comm_overlap != "yes" && r.tp_comm_overlap != "no") {
+      throw InputError(at.with_key("tp_comm_overlap"),
+                       fmt::format("expected yes or no, found '{}' (row {})", optional("tp_comm_overlap"), r.id),
+                       suggest(r.tp_comm_overlap, {"yes", "no"}));
+    }
     r.master_weights = optional("master_weights");
     if (!r.master_weights.empty()) parse_master_weights(r.master_weights, at.with_key("master_weights"));
     r.moe_dispatcher = optional("moe_dispatcher");
@@ -347,12 +353,14 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
       {"--grad-bytes", fmt_count(r.grad_bytes > 0 ? r.grad_bytes : 4)},
       {"--flash-attention", old_megatron ? "no" : "yes"},
       {"--attention-kernel", attention},
-      {"--fusion", r.notes.find("eager") != std::string::npos ? "eager" : "fused"},
+      {"--fusion", r.notes.find("eager") != std::string::npos          ? "eager"
+                   : r.notes.find("torch.compile") != std::string::npos ? "compile"
+                                                                          : "fused"},
       // Megatron's weight gradients go into fp32 main gradients inside the GEMM (gradient-accumulation
       // fusion, on by default since Megatron-LM added it after the SC21 paper's runs); torchtitan's
       // autograd writes bf16 gradients that FSDP2 reduces.
       {"--grad-accum-fusion", torchtitan || r.source == "megatron-sc21-t1" ? "no" : "yes"},
-      {"--tp-comm-overlap", tp_overlap ? "yes" : "no"},
+      {"--tp-comm-overlap", !r.tp_comm_overlap.empty() ? r.tp_comm_overlap : tp_overlap ? "yes" : "no"},
       // torchtitan's launcher (run_llama_train.sh, now run_train.sh) sets expandable_segments:True.
       {"--allocator", torchtitan ? "expandable" : "classic"},
   };

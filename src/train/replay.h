@@ -17,7 +17,9 @@
 //   "selective" recompute is torchtitan's op-level policy (selective-op); its launcher
 //   (run_llama_train.sh, later run_train.sh) sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 //   (--allocator expandable). Every other source: PyTorch's default allocator (--allocator classic).
-//   notes containing "eager": unfused PyTorch elementwise kernels (--fusion eager).
+//   notes containing "eager": unfused PyTorch elementwise kernels (--fusion eager); else notes containing
+//   "torch.compile": the transformer blocks compiled, the loss eager (--fusion compile, torchtitan's
+//   apply_compile); else fused (Megatron-Core and Transformer Engine).
 //   Embedding tying: tied or untied, whichever parameter count is nearer params_b.
 //   Gradient bytes: 4 (fp32 main gradients: Megatron-LM, FSDP2 with fp32 reduce) -- the CLI default.
 //   Sharded DP (fsdp, zero3, hsdp): torchtitan-2412 and nemo-automodel-* run PyTorch's FSDP2
@@ -48,7 +50,9 @@
 //     both to 0, its GPT-3 175B yaml to 0.1 (data/published/nemo_h100_bf16.csv's header).
 //   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32).
 //   cp_comm_type: p2p | all_gather | a2a, context parallelism's exchange (--cp-comm-type; empty: p2p);
-//     e.g. all_gather for Llama 3's long-context stage. NeMo's
+//     e.g. all_gather for Llama 3's long-context stage.
+//   tp_comm_overlap: yes | no, where a run states it (--tp-comm-overlap; empty: the source's rule above);
+//     e.g. torchtitan's async TP. NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once
 
@@ -78,6 +82,7 @@ struct MeasuredRun {
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   std::string fp8_recipe;                       // optional column, "" = delayed
   std::string cp_comm_type;                     // optional column, "" = p2p
+  std::string tp_comm_overlap;                  // optional column: yes | no, "" = the source's rule
   double dropout = -1.0;  // optional column: attention and hidden dropout, -1 = not stated (the model's)
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;

@@ -291,6 +291,28 @@ TEST(Replay, CpCommColumnMapsOntoItsFlag) {
   EXPECT_NE(e.find("all_gather"), std::string::npos) << e;
 }
 
+// torchtitan's compiled runs: notes naming torch.compile give --fusion compile (the blocks compiled, the
+// loss eager), "eager" wins over it, anything else is fused; the tp_comm_overlap column (async TP) replaces
+// the source's rule (torchtitan: no), an empty cell keeps it, and a value other than yes or no names the
+// column.
+TEST(Replay, CompileNotesAndTpOverlapColumnMapOntoTheirFlags) {
+  const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",tp_comm_overlap\n";
+  const std::string row = "DAt,torchtitan-2412,llama,70.6,80,8192,64,8,28672,128256,8192,h100-sxm,256,8,1,32,1,1,1,16,512,"
+                          "yes,full,bf16,fsdp,tokens_per_s_per_gpu,876,2D + AsyncTP torch.compile,yes\n";
+  auto f = flags(read_measured_runs(write("compile", h + row))[0]);
+  EXPECT_EQ(f["--fusion"], "compile");
+  EXPECT_EQ(f["--tp-comm-overlap"], "yes");
+  std::string plain = row;
+  plain.replace(plain.rfind(",yes"), 4, ",");
+  plain.replace(plain.find(" torch.compile"), 14, " eager");
+  f = flags(read_measured_runs(write("compile0", h + plain))[0]);
+  EXPECT_EQ(f["--fusion"], "eager");
+  EXPECT_EQ(f["--tp-comm-overlap"], "no");
+  std::string bad = row;
+  bad.replace(bad.rfind(",yes"), 4, ",maybe");
+  EXPECT_NE(error_of(h + bad).find("[tp_comm_overlap]"), std::string::npos);
+}
+
 // etp: NeMo's DeepSeek-V3 recipe on H100 runs its experts at expert TP 1 beside TP 2 (dgxc-benchmarking
 // deepseek_v3/pretraining/launch.sh); the column maps onto --etp, an empty cell adds no flag (tp), and a
 // value below 1 names its column.
