@@ -63,6 +63,8 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     Bytes act_off_mb;        // of act_mb, the layers that offload (Plan::offloads_layer)
     int64_t off_layers = 0;
     int64_t max_layer_params = 0;
+    int64_t max_layer_sharded = 0;  // of a layer's parameters, those whose gradients ZeRO-2 shards
+    const bool dense_sharded = p.shard_size() > 1, experts_sharded = p.expert_shard_size() > 1;
     st.chunk_activations.assign(static_cast<size_t>(p.vp), Bytes(0));
     st.chunk_offloaded.assign(static_cast<size_t>(p.vp), Bytes(0));
     for (int64_t v = 0; v < p.vp; ++v) {
@@ -74,6 +76,8 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
         st.params += lc.params;
         st.expert_params += lc.expert_params;
         max_layer_params = std::max(max_layer_params, lc.params);
+        max_layer_sharded = std::max(max_layer_sharded, (dense_sharded ? lc.params - lc.expert_params : 0) +
+                                                            (experts_sharded ? lc.expert_params : 0));
         Bytes a = lc.saved_activations(p.recompute);
         // Op-level SAC materializes the rest of a layer again in its backward.
         if (p.recompute == Recompute::kSelectiveOp) largest_recomputed = std::max(largest_recomputed, lc.act_none - a);
@@ -118,10 +122,11 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       // through the step, with the LM head's unsharded gradient from its backward to the end.
       mb.weights += scaled((s == 0 ? c.pre.params : 0) + (s == p.pp - 1 ? c.post.params : 0), d(k.weight_bytes));
       if (s == p.pp - 1) mb.gradients += scaled(c.post.params, d(k.weight_bytes));
-    } else if (p.sharding == Sharding::kZero2 && p.shard_size() > 1) {
+    } else if (p.sharding == Sharding::kZero2) {
       // ZeRO-2 reduce-scatters each layer's gradients as the backward produces them (simulator.cc,
-      // reduce_each): the layer's unsharded gradient exists until its reduction.
-      mb.gradients += scaled(max_layer_params, d(p.grad_bytes));
+      // reduce_each): the layer's unsharded gradient exists until its reduction, for the parameters
+      // it shards (the routed experts' only over an expert shard group of more than one rank).
+      mb.gradients += scaled(max_layer_sharded, d(p.grad_bytes));
     }
     // Offload keeps the layer being computed and the one whose copy is in flight on the GPU. Offloading
     // everything (offload_layers -1) takes the embedding output and the logits' buffers with it.

@@ -405,6 +405,26 @@ TEST(Memory, Zero2HoldsItsShardAndTheLayerBeingReduced) {
   p.gbs = 2;
   const MemoryReport one = memory_model(model, p, model_costs(model, p, cm, comm), gpu);
   EXPECT_NEAR(one.stages[0].memory.gradients.to_double(), stage0 * 4, 1.0);
+  // An MoE on dp 2 with ep 2: the routed experts' expert-data-parallel group has one rank, so their
+  // gradients are whole and none of theirs waits; the dense ones are halved and a layer's wait:
+  //   gradients = (P_dense / 2 + P_experts) x 4 + P_layer_dense x 4   (pp 1: every layer and the edges)
+  const model::ModelSpec moe = testing::small_moe(2, 2048);
+  Plan q;
+  q.dp = 2;
+  q.ep = 2;
+  q.sharding = Sharding::kZero2;
+  q.seq = 2048;
+  q.gbs = 2;
+  const ModelCosts mc = model_costs(moe, q, cm, comm);
+  double dense = static_cast<double>(mc.pre.params + mc.post.params), experts = 0.0, layer_dense = 0.0;
+  for (const LayerCost& l : mc.layer) {
+    dense += static_cast<double>(l.params - l.expert_params);
+    experts += static_cast<double>(l.expert_params);
+    layer_dense = std::max(layer_dense, static_cast<double>(l.params - l.expert_params));
+  }
+  ASSERT_GT(experts, 0.0);
+  const MemoryReport mm = memory_model(moe, q, mc, gpu);
+  EXPECT_NEAR(mm.stages[0].memory.gradients.to_double(), (dense / 2 + experts) * 4 + layer_dense * 4, 1.0);
 }
 
 }  // namespace

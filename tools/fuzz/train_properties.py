@@ -36,6 +36,9 @@ plans that differ in one setting. Each relation below holds for every plan, with
   cp comm        --cp-comm-type all_gather and a2a against p2p: the model FLOPs do not change (the attention
                  kernels do the same work) and the tensors' peak is not lower (a gathered or head-split
                  buffer beside the attention); the step not shorter (advisory: more exposed exchange)
+  fusion compile --fusion compile against fused, weight gradients apart in both: the step and the model
+                 FLOPs do not change (the same block kernels; the loss's bytes do not depend on it) and the
+                 tensors' peak is not lower (the eager loss holds 8 B per logit)
   zero2          --dp-sharding zero2 against zero1: the model FLOPs do not change and the tensors' peak is
                  not higher (the gradients sharded); the step not shorter (advisory: it reduce-scatters
                  every micro-batch)
@@ -169,6 +172,8 @@ PAIRS = {
                     lambda a, b: same_flops(a, b) and tensors(a) <= tensors(b), True),
     'cp comm step': (['--cp-comm-type', 'p2p'], ['--cp-comm-type', 'all_gather'],
                      lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
+    'fusion compile': (['--fusion', 'fused', '--grad-accum-fusion', 'no'], ['--fusion', 'compile', '--grad-accum-fusion', 'no'],
+                       lambda a, b: a['step_time_s'] == b['step_time_s'] and same_flops(a, b) and tensors(a) <= tensors(b), True),
     'zero2': (['--dp-sharding', 'zero1'], ['--dp-sharding', 'zero2'],
               lambda a, b: same_flops(a, b) and tensors(b) <= tensors(a), True),
     'zero2 step': (['--dp-sharding', 'zero1'], ['--dp-sharding', 'zero2'],
