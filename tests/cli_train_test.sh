@@ -92,6 +92,13 @@ one_line_error trace-out-unwritable-one-line "${gpt[@]}" --trace-out "$tmp/$long
 # Uneven stages: 24 layers on pp=5 as 4 + 3 x 5 + 5 (the middle three stages share 24 - 4 - 5 = 15).
 expect uneven-stages 0 "layers 4 first, 5 last" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 5
 expect uneven-bad-split 2 "= 16 does not split evenly over the 3 other stage" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 4 --last-stage-layers 4
+# --microbatch-group-size (Megatron-Core's microbatch_group_size_per_vp_stage): 5 micro-batches per replica on
+# pp 4 are no multiple of pp, but one group of 5 is Megatron's order; 6 > m is refused with the range; the
+# header names the groups.
+mg=(train --model llama3-8b --gpu h100-sxm --gpus 8 --pp 4 --vp 2 --gbs 10 --seq 4096)
+expect mb-group-header 0 "vp2 .interleaved, groups of 5." -- "${mg[@]}" --microbatch-group-size 5
+expect mb-group-range 2 "micro-batch group n=6 must lie in .pp, m. = .4, 5." -- "${mg[@]}" --microbatch-group-size 6
+expect mb-group-default 2 "needs micro-batches m=5 to be a multiple of pp=4" -- "${mg[@]}"
 # An empty first stage (the embedding alone, Llama 3's end chunks): 24 layers on pp=5 as 0 + 4 x 6; unset
 # last = the share. A layer count below 0 names the constraint.
 expect uneven-empty-first 0 "layers 0 first, 6 last" -- "${gpt[@]}" --pp 5 --gpus 30 --gbs 480 --first-stage-layers 0

@@ -41,6 +41,7 @@ struct TrainArgs {
   int64_t gpus = 0;
   int64_t tp = 1, pp = 1, dp = 0, cp = 1, ep = 1, etp = 0, vp = 1, mbs = 1, gbs = 0;
   int64_t first_stage_layers = -1, last_stage_layers = -1;  // -1: the other chunks' share
+  int64_t microbatch_group = 0;                              // 0: pp
   std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes", fp8_attention = "no";
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
@@ -121,6 +122,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.ep = a.ep;
   p.etp = a.etp;
   p.vp = a.vp;
+  p.microbatch_group = a.microbatch_group;
   p.first_stage_layers = a.first_stage_layers;
   p.last_stage_layers = a.last_stage_layers;
   // In double: the degrees are not range-checked yet (validate_plan does), and their int64 product could overflow.
@@ -504,7 +506,12 @@ void run_train(Context& ctx, const TrainArgs& a) {
   Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{}{} ep{} vp{} ({}), mbs {} gbs {} seq {}, "
                                             "recompute {}, dp sharding {}",
                                             model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, cp_comm, plan.ep,
-                                            plan.vp, tr::schedule_name(plan.schedule), plan.mbs, plan.gbs, plan.seq,
+                                            plan.vp,
+                                            plan.microbatch_group > 0
+                                                ? fmt::format("{}, groups of {}", tr::schedule_name(plan.schedule),
+                                                              plan.microbatch_group)
+                                                : std::string(tr::schedule_name(plan.schedule)),
+                                            plan.mbs, plan.gbs, plan.seq,
                                             recompute_label(plan), sharding));
   if (model.is_dit()) {
     const model::DitSpec& v = model.dit;
@@ -639,6 +646,9 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "--expert-tensor-parallel-size; 0 = tp; below tp needs --sp yes)")
       ->capture_default_str();
   c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved)")->capture_default_str();
+  c->add_option("--microbatch-group-size", a->microbatch_group,
+                "interleaved schedule: micro-batches run back to back on one model chunk before the next "
+                "(Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage; default pp; in [pp, m])");
   c->add_option("--first-stage-layers", a->first_stage_layers,
                 "uneven pipeline: layers on the first stage, with --vp its first model chunk (default: the other chunks' share; "
                 "0: the embedding alone)");

@@ -483,6 +483,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"ep", p.ep},
                   {"etp", p.expert_tp()},
                   {"vp", p.vp},
+                  {"microbatch_group_size", p.microbatch_group_size()},
                   // 0 when even (-1 in Plan): the planner never empties an end chunk (balance_uneven_stages
                   // gives each at least one layer); train --json writes the resolved counts over these.
                   {"first_stage_layers", std::max<int64_t>(0, p.first_stage_layers)},

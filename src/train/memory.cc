@@ -34,7 +34,7 @@ double inflight_microbatches(const Plan& p, int64_t s) {
     case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));
     case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
     case Schedule::kInterleaved: {
-      const int64_t chunks = std::min(2 * (p.pp - s - 1) + (p.vp - 1) * p.pp + 1, m * p.vp);
+      const int64_t chunks = std::min(2 * (p.pp - s - 1) + (p.vp - 1) * p.microbatch_group_size() + 1, m * p.vp);
       return d(chunks) / d(p.vp);
     }
   }

@@ -197,6 +197,13 @@ TEST(Memory, InflightMicrobatchesFollowTheSchedule) {
   p.vp = 2;
   // Korthikanti Sec. 4.2.3: stage 0 holds p (1 + (p-1)/(p v)) micro-batches' worth = 4 * (1 + 3/8) = 5.5.
   EXPECT_DOUBLE_EQ(inflight_microbatches(p, 0), 4.0 * (1.0 + 3.0 / 8.0));
+  // Larger micro-batch groups warm up longer (Megatron: 2 (p - s - 1) + (v - 1) n forwards before the
+  // first backward, plus the one in flight): m = 10, n = 6, stage 0 holds min(6 + 6 + 1, 20) = 13 chunk
+  // passes, 6.5 micro-batches' worth; stage 3 min(0 + 6 + 1, 20) = 7, 3.5.
+  p.gbs = 10;
+  p.microbatch_group = 6;
+  EXPECT_DOUBLE_EQ(inflight_microbatches(p, 0), 6.5);
+  EXPECT_DOUBLE_EQ(inflight_microbatches(p, 3), 3.5);
 }
 
 TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {

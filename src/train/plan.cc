@@ -391,9 +391,22 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   }
   if (p.gbs % (p.dp * p.mbs) != 0) {
     add("gbs", fmt::format("dp*mbs={}*{}={} does not divide gbs={}", p.dp, p.mbs, p.dp * p.mbs, p.gbs));
-  } else if (p.schedule == Schedule::kInterleaved && p.vp > 1 && p.microbatches() % p.pp != 0) {
-    add("vp_microbatches", fmt::format("the interleaved schedule needs micro-batches m={} to be a multiple of pp={}",
-                                       p.microbatches(), p.pp));
+  } else if (p.schedule == Schedule::kInterleaved && p.vp > 1) {
+    // Megatron-Core's interleaved order: groups of n micro-batches, n in [pp, m]; a last group shorter
+    // than pp would leave a stage waiting on itself ("dependency bubbles", schedules.py).
+    const int64_t m_mb = p.microbatches(), n = p.microbatch_group_size();
+    if (p.microbatch_group == 0 && m_mb % p.pp != 0) {
+      add("vp_microbatches", fmt::format("the interleaved schedule needs micro-batches m={} to be a multiple of pp={}",
+                                         m_mb, p.pp));
+    } else if (n < p.pp || n > m_mb || (m_mb % n != 0 && m_mb % n < p.pp)) {
+      add("vp_microbatches", fmt::format("the interleaved schedule's micro-batch group n={} must lie in [pp, m] = [{}, {}] "
+                                         "and leave a last group of 0 or at least pp (m mod n = {})",
+                                         n, p.pp, m_mb, m_mb % n));
+    }
+  }
+  if (p.microbatch_group < 0 || (p.microbatch_group > 0 && (p.schedule != Schedule::kInterleaved || p.vp < 2))) {
+    add("microbatch_group", fmt::format("a micro-batch group size ({}) applies to the interleaved schedule (vp > 1) and "
+                                        "must be positive", p.microbatch_group));
   }
   if (p.vp > 1 && p.schedule != Schedule::kInterleaved) {
     add("vp_schedule", fmt::format("vp={} needs --schedule interleaved (schedule is {})", p.vp, schedule_name(p.schedule)));

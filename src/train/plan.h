@@ -168,6 +168,11 @@ struct Plan {
   // an expert GEMM has etp / tp of the rows it has at etp = tp and tp / etp times the columns.
   int64_t etp = 0;
   int64_t vp = 1;  // virtual stages per pipeline rank (interleaved schedule)
+  // Interleaved schedule: the micro-batches run back to back on one model chunk before the next chunk
+  // (Megatron-Core's microbatch_group_size_per_vp_stage; Llama 3's tunable N, Dubey et al. 2024 sec.
+  // 3.3.2); 0 = pp, Megatron's default. In [pp, m], and a last, shorter group of at least pp.
+  int64_t microbatch_group = 0;
+  int64_t microbatch_group_size() const { return microbatch_group > 0 ? microbatch_group : pp; }
   // Uneven pipeline stages: layers on the first / last model chunk (vp = 1: the first / last pipeline
   // stage; vp > 1: virtual stage 0 of rank 0 and virtual stage vp-1 of rank pp-1, as Megatron-Core's
   // account-for-embedding/loss-in-pipeline-split leaves them); -1 = the other chunks' share, 0 = none

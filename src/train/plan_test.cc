@@ -83,6 +83,27 @@ TEST(Plan, EveryConstraintHasItsKey) {
     EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "vp_microbatches"));
   }
   {
+    // The interleaved micro-batch group: m = 10 on pp 4 is no multiple of pp, but groups of 6 and 4 are
+    // Megatron's (n in [pp, m], a last group of at least pp); groups of 7 leave 3 < pp; 3 < pp and
+    // 11 > m are out of range; a group without interleaving is no setting.
+    Plan p;
+    p.schedule = Schedule::kInterleaved;
+    p.vp = 2;
+    p.pp = 4;
+    p.gbs = 10;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "vp_microbatches"));
+    p.microbatch_group = 6;
+    EXPECT_TRUE(validate_plan(m, p, 4, gpu).empty());
+    for (int64_t bad : {7, 3, 11}) {
+      p.microbatch_group = bad;
+      EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "vp_microbatches")) << bad;
+    }
+    p.microbatch_group = 4;
+    p.vp = 1;
+    p.schedule = Schedule::kOneFOneB;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "microbatch_group"));
+  }
+  {
     Plan p;
     p.cp = 3;
     p.seq = 8192;  // 2*cp = 6 does not divide 8192

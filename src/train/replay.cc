@@ -46,7 +46,7 @@ const std::vector<std::string>& measured_run_optional_columns() {
   static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
                                              "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers",
                                              "optimizer_dtype", "master_weights", "fp8_recipe", "etp", "dropout",
-                                             "cp_comm_type", "tp_comm_overlap"};
+                                             "cp_comm_type", "tp_comm_overlap", "microbatch_group_size"};
   return v;
 }
 
@@ -218,6 +218,7 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     if (!optional("first_stage_layers").empty()) r.first_stage_layers = integer("first_stage_layers", 0, kBig, false);
     if (!optional("last_stage_layers").empty()) r.last_stage_layers = integer("last_stage_layers", 0, kBig, false);
     if (!optional("etp").empty()) r.etp = integer("etp", 1, kBig, false);
+    if (!optional("microbatch_group_size").empty()) r.microbatch_group = integer("microbatch_group_size", 1, kBig, false);
     if (const std::string& v = optional("dropout"); !v.empty()) {
       size_t used = 0;
       try {
@@ -371,6 +372,7 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (r.first_stage_layers >= 0) f.emplace_back("--first-stage-layers", fmt_count(r.first_stage_layers));
   if (r.last_stage_layers >= 0) f.emplace_back("--last-stage-layers", fmt_count(r.last_stage_layers));
   if (r.etp > 0) f.emplace_back("--etp", fmt_count(r.etp));
+  if (r.microbatch_group > 0) f.emplace_back("--microbatch-group-size", fmt_count(r.microbatch_group));
   if (!r.optimizer_dtype.empty()) f.emplace_back("--optimizer-dtype", r.optimizer_dtype);
   if (!r.master_weights.empty()) f.emplace_back("--master-weights", r.master_weights);
   if (!r.fp8_recipe.empty()) f.emplace_back("--fp8-recipe", r.fp8_recipe);

@@ -51,6 +51,7 @@
 //   master_weights: fp32 | fp16 | remainders | none (--master-weights; empty: fp32).
 //   cp_comm_type: p2p | all_gather | a2a, context parallelism's exchange (--cp-comm-type; empty: p2p);
 //     e.g. all_gather for Llama 3's long-context stage.
+//   microbatch_group_size: the interleaved schedule's micro-batch group (--microbatch-group-size; empty: pp).
 //   tp_comm_overlap: yes | no, where a run states it (--tp-comm-overlap; empty: the source's rule above);
 //     e.g. torchtitan's async TP. NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
@@ -79,6 +80,7 @@ struct MeasuredRun {
   double moe_ranks_per_token = 0;  // optional column, 0 = not stated
   int64_t first_stage_layers = -1, last_stage_layers = -1;  // optional columns, -1 = the share (0: none)
   int64_t etp = 0;                                         // optional column, 0 = tp
+  int64_t microbatch_group = 0;                            // optional column microbatch_group_size, 0 = pp
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   std::string fp8_recipe;                       // optional column, "" = delayed
   std::string cp_comm_type;                     // optional column, "" = p2p

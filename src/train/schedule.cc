@@ -1,6 +1,7 @@
 #include "train/schedule.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace orrery::train {
 
@@ -46,16 +47,27 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       const auto v = static_cast<int32_t>(plan.vp);
       const int32_t total = m * v;
       out.reserve(static_cast<size_t>(2 * total));
-      const int32_t group = p * v;
-      auto mb_of = [&](int32_t k) { return (k / group) * p + k % p; };
-      auto fchunk = [&](int32_t k) { return (k % group) / p; };
-      const int32_t warm = v == 1 ? std::min(p - s - 1, total) : std::min(2 * (p - s - 1) + (v - 1) * p, total);
-      for (int32_t k = 0; k < warm; ++k) fwd(mb_of(k), fchunk(k));
-      for (int32_t j = 0; j < total - warm; ++j) {
-        fwd(mb_of(warm + j), fchunk(warm + j));
-        bwd(mb_of(j), v - 1 - fchunk(j));
+      // Megatron-Core's schedule table (get_schedule_table): groups of n micro-batches, each group on
+      // chunk 0, then chunk 1, ...; the last group takes what is left. Backward walks the same table
+      // with the chunks reversed.
+      const auto n = static_cast<int32_t>(plan.microbatch_group_size());
+      std::vector<std::pair<int32_t, int32_t>> table;  // (micro-batch, chunk)
+      table.reserve(static_cast<size_t>(total));
+      for (int32_t lo = 0; lo < m; lo += n) {
+        const int32_t hi = lo + n >= m ? m : lo + n;
+        for (int32_t c = 0; c < v; ++c) {
+          for (int32_t mb = lo; mb < hi; ++mb) table.emplace_back(mb, c);
+        }
       }
-      for (int32_t j = total - warm; j < total; ++j) bwd(mb_of(j), v - 1 - fchunk(j));
+      auto f = [&](int32_t k) { fwd(table[static_cast<size_t>(k)].first, table[static_cast<size_t>(k)].second); };
+      auto b = [&](int32_t k) { bwd(table[static_cast<size_t>(k)].first, v - 1 - table[static_cast<size_t>(k)].second); };
+      const int32_t warm = v == 1 ? std::min(p - s - 1, total) : std::min(2 * (p - s - 1) + (v - 1) * n, total);
+      for (int32_t k = 0; k < warm; ++k) f(k);
+      for (int32_t j = 0; j < total - warm; ++j) {
+        f(warm + j);
+        b(j);
+      }
+      for (int32_t j = total - warm; j < total; ++j) b(j);
       break;
     }
   }

@@ -5,10 +5,12 @@
 //   GPipe (Huang et al. 2019): all m forwards, then all m backwards.
 //   1F1B (Narayanan et al. 2019, PipeDream-Flush; Megatron-LM's default): stage s of p runs
 //     min(p - s - 1, m) warm-up forwards, then alternates one forward and one backward, then drains.
-//   Interleaved 1F1B (Narayanan et al. 2021, SC'21, Sec. 2.2.2) with v chunks per stage: Megatron-LM's
-//     order over m*v virtual micro-batches: warm-up min(2(p - s - 1) + (v - 1) p, m v), virtual
-//     micro-batch k runs chunk (k mod p v) / p forward (v - 1 - that, backward) of micro-batch
-//     (k / (p v)) p + k mod p.
+//   Interleaved 1F1B (Narayanan et al. 2021, SC'21, Sec. 2.2.2) with v chunks per stage: Megatron-Core's
+//     order over m*v virtual micro-batches (get_schedule_table): groups of n micro-batches (Plan::
+//     microbatch_group_size, default p), each group on chunk 0, then chunk 1, ..., the last group what is
+//     left; warm-up min(2(p - s - 1) + (v - 1) n, m v); forward walks the table, backward the same
+//     table with the chunks reversed (v - 1 - c). At n = p virtual micro-batch k runs chunk
+//     (k mod p v) / p of micro-batch (k / (p v)) p + k mod p.
 //   Zero bubble ZB-H1 (Qi et al. 2024, ICLR, "Zero Bubble Pipeline Parallelism"): the 1F1B order with
 //     each backward split into B (input gradient, on the critical path) and W (weight gradient); stage
 //     s runs W of micro-batch j after B of micro-batch j + s (later stages defer more, so the B chain

@@ -712,5 +712,53 @@ TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
   EXPECT_EQ(q[4].microbatch, 0);
 }
 
+// The micro-batch group (Plan::microbatch_group_size) against Megatron-Core's own example, the
+// docstring of get_schedule_table (schedules.py) for PP 2, N 3, M 5, VP 2:
+//   virtual micro-batch | 0 1 2 3 4 5 6 7 8 9
+//   micro-batch         | 0 1 2 0 1 2 3 4 3 4
+//   model chunk         | 0 0 0 1 1 1 0 0 1 1
+// Every stage runs its forwards in that order and its backwards in it with the chunks reversed; stage
+// 0 warms up with 2 (pp - 0 - 1) + (vp - 1) N = 5 forwards, stage 1 with 3, then alternates.
+TEST(Schedule, InterleavedGroupsFollowMegatronsTable) {
+  Plan p;
+  p.pp = 2;
+  p.vp = 2;
+  p.schedule = Schedule::kInterleaved;
+  p.gbs = 5;
+  p.microbatch_group = 3;
+  const int mb[] = {0, 1, 2, 0, 1, 2, 3, 4, 3, 4};
+  const int chunk[] = {0, 0, 0, 1, 1, 1, 0, 0, 1, 1};
+  for (int64_t s = 0; s < 2; ++s) {
+    const auto o = pipeline_order(p, s);
+    ASSERT_EQ(o.size(), 20u);
+    int f = 0, b = 0, first_backward = -1;
+    for (size_t i = 0; i < o.size(); ++i) {
+      if (o[i].kind == PassKind::kForward) {
+        EXPECT_EQ(o[i].microbatch, mb[f]) << "stage " << s << " forward " << f;
+        EXPECT_EQ(o[i].chunk, chunk[f]) << "stage " << s << " forward " << f;
+        ++f;
+      } else {
+        if (first_backward < 0) first_backward = static_cast<int>(i);
+        EXPECT_EQ(o[i].microbatch, mb[b]) << "stage " << s << " backward " << b;
+        EXPECT_EQ(o[i].chunk, 1 - chunk[b]) << "stage " << s << " backward " << b;
+        ++b;
+      }
+    }
+    EXPECT_EQ(first_backward, s == 0 ? 6 : 4);  // warm-up 5 (3), then one forward before the first backward
+  }
+  // At the default group (N = pp) the order is the one above for m a multiple of pp.
+  Plan d = p;
+  d.microbatch_group = 0;
+  d.gbs = 4;
+  Plan n2 = d;
+  n2.microbatch_group = 2;
+  const auto od = pipeline_order(d, 0), on = pipeline_order(n2, 0);
+  ASSERT_EQ(od.size(), on.size());
+  for (size_t i = 0; i < od.size(); ++i) {
+    EXPECT_EQ(od[i].microbatch, on[i].microbatch);
+    EXPECT_EQ(od[i].chunk, on[i].chunk);
+  }
+}
+
 }  // namespace
 }  // namespace orrery::train
