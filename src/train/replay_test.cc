@@ -294,7 +294,7 @@ TEST(Replay, CpCommColumnMapsOntoItsFlag) {
 // torchtitan's compiled runs: notes naming torch.compile give --fusion compile (the blocks compiled, the
 // loss eager), "eager" wins over it, anything else is fused; the tp_comm_overlap column (async TP) replaces
 // the source's rule (torchtitan: no), an empty cell keeps it, and a value other than yes or no names the
-// column.
+// column; the microbatch_group_size column likewise maps onto its flag.
 TEST(Replay, CompileNotesAndTpOverlapColumnMapOntoTheirFlags) {
   const std::string h = std::string(kHeader).substr(0, std::string(kHeader).size() - 1) + ",tp_comm_overlap\n";
   const std::string row = "DAt,torchtitan-2412,llama,70.6,80,8192,64,8,28672,128256,8192,h100-sxm,256,8,1,32,1,1,1,16,512,"
@@ -311,6 +311,12 @@ TEST(Replay, CompileNotesAndTpOverlapColumnMapOntoTheirFlags) {
   std::string bad = row;
   bad.replace(bad.rfind(",yes"), 4, ",maybe");
   EXPECT_NE(error_of(h + bad).find("[tp_comm_overlap]"), std::string::npos);
+  // microbatch_group_size maps onto --microbatch-group-size; below 1 names its column.
+  const std::string hg = h.substr(0, h.size() - 1) + ",microbatch_group_size\n";
+  const std::string grouped = row.substr(0, row.size() - 1) + ",6\n";
+  EXPECT_EQ(flags(read_measured_runs(write("group", hg + grouped))[0])["--microbatch-group-size"], "6");
+  const std::string zero = row.substr(0, row.size() - 1) + ",0\n";
+  EXPECT_NE(error_of(hg + zero).find("[microbatch_group_size]"), std::string::npos);
 }
 
 // etp: NeMo's DeepSeek-V3 recipe on H100 runs its experts at expert TP 1 beside TP 2 (dgxc-benchmarking
