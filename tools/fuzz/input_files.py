@@ -36,6 +36,12 @@ head(M+'attention_sweep.csv', 40, 'sweep.csv')
 with open(os.path.join(ROOT,'data/published/nemo_h100_bf16.csv'),encoding='utf-8') as f, open(S+'runs.csv','w',encoding='utf-8') as o:
     for line in f:
         if line.startswith('id,') or line.startswith('N1,') or line.startswith('N4,'): o.write(line)
+# The optional columns of the Llama 3 and torchtitan tables (stage layers 0, cp_comm_type, tp_comm_overlap,
+# fp8_recipe): their header and two rows each.
+for name, ids, dst in (('llama3_405b_meta.csv', ('L1,', 'L3,'), 'llama3.csv'), ('torchtitan_h100_2412.csv', ('P2t,', 'DAt,'), 'tt.csv')):
+    with open(os.path.join(ROOT,'data/published/'+name),encoding='utf-8') as f, open(S+dst,'w',encoding='utf-8') as o:
+        for line in f:
+            if line.startswith('id,') or line.startswith(ids): o.write(line)
 # The MoE table (optional columns: a config.json beside it, a catalog model, the dispatcher columns).
 shutil.copy(os.path.join(ROOT,'data/published/moe_h100_bf16.csv'), S+'moe.csv')
 shutil.copy(os.path.join(ROOT,'data/published/grok1_314b_nemo.json'), S+'grok1_314b_nemo.json')
@@ -93,6 +99,8 @@ cases = {
  'catalog.yaml':lambda f: ['--catalog',f,'catalog','show','gpu','x100'],
  'runs.csv':    lambda f: ['train','--replay',f],
  'moe.csv':     lambda f: ['train','--replay',f],
+ 'llama3.csv':  lambda f: ['train','--replay',f],
+ 'tt.csv':      lambda f: ['train','--replay',f],
  'mlp.csv':     lambda f: ['serve','--model','llama2-7b','--gpu','a100-sxm-80gb','--exec-model','vidur-profile','--profile',f,'--requests','20'],
 }
 nasty=['-1','0','1e308','-1e308','nan','inf','99999999999999999999','','abc','1e-320','0.0','-0','3.5','"','{','[','null','true','\x00','\xff']
