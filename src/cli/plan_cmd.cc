@@ -663,7 +663,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--cp-comm-type", a->cp_comm,
                  "how CP plans exchange the attention's operands, a comma-separated list searched (Megatron-Core's "
                  "--cp-comm-type): p2p (ring, overlapped) | all_gather (K/V gathered, exposed) | a2a (Ulysses, exposed; "
-                 "heads per TP rank divisible by cp), e.g. p2p,a2a")
+                 "heads per TP rank divisible by cp) | a2a+p2p (a2a inside an NVLink domain, the ring across), e.g. p2p,a2a")
       ->capture_default_str();
   add_gpu_variability_flag(*c, a->gpu_variability);
   c->add_option("--fp8-attention", a->fp8_attention,

@@ -2,6 +2,7 @@
 // (docs/training.md). Every column of ../shared/validation/training.csv maps onto one flag.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -50,6 +51,7 @@ struct TrainArgs {
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string fsdp_impl = "fsdp2";
   std::string cp_comm = "p2p";
+  std::string hierarchical_cp;  // --hierarchical-cp-sizes A,B (empty: the a2a group fills an NVLink domain)
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
@@ -347,6 +349,31 @@ struct TrainRun {
   tr::TrainResult r;
 };
 
+// --hierarchical-cp-sizes A,B onto Plan::cp_a2a (A); empty: machine_cp_a2a. InputError naming the flag for
+// a malformed list, a product other than cp, or sizes without --cp-comm-type a2a+p2p.
+int64_t hierarchical_cp_a2a(const std::string& sizes, const tr::Plan& p, const tr::ClusterSpec& cluster) {
+  const Where at = kCl.with_key("--hierarchical-cp-sizes");
+  if (sizes.empty()) {
+    if (p.cp_comm != tr::CpComm::kA2aP2p) return 0;
+    return tr::machine_cp_a2a(p, cluster.domain_gpus());
+  }
+  if (p.cp_comm != tr::CpComm::kA2aP2p) throw InputError(at, "applies to --cp-comm-type a2a+p2p");
+  std::vector<int64_t> v;
+  for (const std::string_view raw : split_csv(sizes)) {
+    const std::string_view part = trim(raw);
+    int64_t x = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), x);
+    if (ec != std::errc() || end != part.data() + part.size() || x < 1) v.push_back(-1);
+    else v.push_back(x);
+  }
+  // v[0] <= cp / v[1] first: the product of two unvalidated sizes could overflow.
+  if (v.size() != 2 || v[0] < 1 || v[1] < 1 || v[0] > p.cp / v[1] || v[0] * v[1] != p.cp) {
+    throw InputError(at, fmt::format("expected A,B with A x B = cp = {} (the a2a groups' size, then the ring's), found '{}'",
+                                     p.cp, sizes));
+  }
+  return v[0];
+}
+
 TrainRun simulate_train(Context& ctx, const TrainArgs& a) {
   if (a.gpu.empty()) throw InputError(kCl.with_key("--gpu"), "missing; e.g. --gpu h100-sxm");
   if (a.gpus <= 0) throw InputError(kCl.with_key("--gpus"), "missing or not positive; e.g. --gpus 8");
@@ -362,6 +389,7 @@ TrainRun simulate_train(Context& ctx, const TrainArgs& a) {
   // Before make_plan, which divides --gpus by the degrees.
   check_training_scale(run.model, seq, a.gbs, a.gpus, run.gpu, tr::parse_precision(a.precision, kCl.with_key("--precision")));
   run.plan = make_plan(a, seq);
+  run.plan.cp_a2a = hierarchical_cp_a2a(a.hierarchical_cp, run.plan, cluster);
   tr::require_valid_plan(run.model, run.plan, a.gpus, run.gpu, kCl);
   tr::EvaluateOptions& opt = run.opt;
   if (!a.trace_out.empty()) opt.step.trace_stages = parse_trace_stages(a.trace_ranks, run.plan);
@@ -500,9 +528,12 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (plan.sharding == tr::Sharding::kZero3) sharding += fmt::format(" ({})", tr::fsdp_impl_name(plan.fsdp_impl));
   if (plan.shard_group > 1 && plan.shard_group < plan.dp) sharding += fmt::format(", shard groups of {}", plan.shard_group);
   // Context parallelism's exchange where it is not the ring (CpComm).
-  const std::string cp_comm = plan.cp > 1 && plan.cp_comm != tr::CpComm::kP2p
-                                  ? fmt::format(" ({})", tr::cp_comm_name(plan.cp_comm))
-                                  : std::string();
+  std::string cp_comm = plan.cp > 1 && plan.cp_comm != tr::CpComm::kP2p
+                            ? fmt::format(" ({})", tr::cp_comm_name(plan.cp_comm))
+                            : std::string();
+  if (plan.cp > 1 && plan.cp_comm == tr::CpComm::kA2aP2p) {
+    cp_comm = fmt::format(" (a2a over {} x ring over {})", plan.cp_a2a, plan.cp / std::max<int64_t>(1, plan.cp_a2a));
+  }
   Table s({"metric", "value"}, fmt::format("{} on {} x {}: dp{} tp{} pp{}{} cp{}{} ep{} vp{} ({}), mbs {} gbs {} seq {}, "
                                             "recompute {}, dp sharding {}",
                                             model.name, a.gpus, gpu.name, plan.dp, plan.tp, plan.pp, layout, plan.cp, cp_comm, plan.ep,
@@ -676,6 +707,9 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   add_fp8_recipe_flag(*c, a->fp8_recipe);
   add_fsdp_impl_flag(*c, a->fsdp_impl);
   add_cp_comm_flag(*c, a->cp_comm);
+  c->add_option("--hierarchical-cp-sizes", a->hierarchical_cp,
+                "--cp-comm-type a2a+p2p: A,B with A x B = cp, the a2a groups' size and the ring's (Megatron-Core's "
+                "--hierarchical-context-parallel-sizes; default: the most CP ranks that fit in one NVLink domain)");
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);
   c->add_option("--bucket-mb", a->bucket_mb, "DP gradient bucket (MB)")->capture_default_str();

@@ -231,7 +231,8 @@ void add_cp_comm_flag(CLI::App& c, std::string& cp_comm) {
                "--cp > 1: how context parallelism moves the attention's operands (Megatron-Core's --cp-comm-type): p2p "
                "(ring attention, K/V chunks overlapped with the attention kernels) | all_gather (the whole K/V gathered "
                "before the attention, exposed; Llama 3's) | a2a (DeepSpeed-Ulysses: Q, K, V and the output all-to-all, "
-               "exposed; the heads per TP rank must divide by cp)")
+               "exposed; the heads per TP rank must divide by cp) | a2a+p2p (hierarchical: a2a inside groups, the ring "
+               "across; --hierarchical-cp-sizes)")
       ->capture_default_str();
 }
 
@@ -497,6 +498,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"unsharded_layers", p.unsharded_layers},
                   {"fsdp_impl", train::fsdp_impl_name(p.fsdp_impl)},
                   {"cp_comm_type", train::cp_comm_name(p.cp_comm)},
+                  {"cp_a2a_size", p.cp_a2a},
                   {"recompute", train::recompute_name(p.recompute)},
                   {"recompute_layers", p.recompute_layers},
                   {"recompute_modules", p.recompute == train::Recompute::kSelective

@@ -515,7 +515,7 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
                            comm.collective(coll::Op::kReduceScatter, moe_gathered, Group::kEtp);
   const Bytes kv_step = Bytes::from_double(d(shape.tokens()) * d(m.k_width() + m.v_width()) * dtb / tp);
   if (p.cp > 1 && p.cp_comm == CpComm::kAllGather) out.cp_buffer = kv_step * p.cp;
-  if (p.cp > 1 && p.cp_comm == CpComm::kA2a) {
+  if (p.cp > 1 && (p.cp_comm == CpComm::kA2a || p.cp_comm == CpComm::kA2aP2p)) {
     out.cp_buffer = Bytes::from_double(d(shape.tokens()) * d(m.q_width() + m.k_width() + m.v_width()) * dtb / tp);
   }
 
@@ -557,16 +557,26 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
           c.cp_fwd = kv_gather;
           c.cp_bwd = kv_gather + comm.collective(coll::Op::kReduceScatter, kv_step * p.cp, Group::kCp);
           break;
-        case CpComm::kA2a: {
+        case CpComm::kA2a:
+        case CpComm::kA2aP2p: {
           // Exposed: Q, K, V to the head-split layout before the core and the output back after it;
           // in the backward the output's gradient in and dQ, dK, dV back (each rank's buffer is its
-          // local chunk: tokens x widths / tp).
+          // local chunk: tokens x widths / tp), over all of CP or, hierarchical, over the a2a group.
+          const Group a2a_group = p.cp_comm == CpComm::kA2a ? Group::kCp : Group::kCpA2a;
           const double tok = d(shape.tokens()) * dtb / tp;
           const Bytes qkv = Bytes::from_double(tok * d(m.q_width() + m.k_width() + m.v_width()));
           const Bytes out_b = Bytes::from_double(tok * d(m.attn_out_width()));
-          c.cp_fwd = comm.collective(coll::Op::kAllToAll, qkv, Group::kCp) +
-                     comm.collective(coll::Op::kAllToAll, out_b, Group::kCp);
+          c.cp_fwd = comm.collective(coll::Op::kAllToAll, qkv, a2a_group) +
+                     comm.collective(coll::Op::kAllToAll, out_b, a2a_group);
           c.cp_bwd = c.cp_fwd;
+          if (p.cp_comm == CpComm::kA2aP2p) {
+            // Then the ring over the groups: each rank holds its group's sequence for 1 / cp_a2a of the
+            // heads, the same K, V bytes as its own chunk (kv_step), passed around cp / cp_a2a ranks and
+            // hidden behind the attention kernels as p2p's are.
+            const Time ring = comm.collective(coll::Op::kAllGather, kv_step * group_size(p, Group::kCpRing), Group::kCpRing);
+            c.cp_fwd += std::max(Time::zero(), ring - c.module_recompute[mod(RecomputeModule::kCoreAttn)]);
+            c.cp_bwd += std::max(Time::zero(), ring * 2 - c.attn_core_bwd);
+          }
           break;
         }
       }

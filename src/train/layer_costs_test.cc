@@ -576,5 +576,68 @@ TEST(LayerCosts, ContextParallelExchangesFollowTheirCommType) {
   EXPECT_TRUE(validate_plan(m, p, 8, gpu).empty());
 }
 
+// Hierarchical CP (a2a+p2p) on the same layer at cp 4 in a2a groups of 2: the all-to-alls run over the
+// a2a group (Group::kCpA2a, 2 ranks tp apart) with a2a's bytes, then the ring over the cp / 2 = 2 groups
+// (Group::kCpRing, tp x 2 apart) passes each rank's K, V (kv_step, 512 x 1024 x 2 B at cp 4 = 256
+// local tokens: 524,288 B) around, exposed beyond the attention core: here every collective on the
+// ring's group takes 1 s, far above the core, so the ring adds 1 s - core forward and 2 s - core backward.
+// Group sizes and strides: kCpA2a 2 ranks 1 apart (tp 1), kCpRing 2 ranks 2 apart; 1 rank each otherwise.
+class RingHeavyComm final : public CommModel {
+ public:
+  Time collective(coll::Op op, Bytes b, Group g) const override {
+    if (g == Group::kCpRing) return Time::seconds(1.0);
+    return Time::ps((op == coll::Op::kAllToAll ? 3 : 1) * b.count());
+  }
+  Time p2p(Bytes) const override { return Time::zero(); }
+};
+
+bool has_key(const std::vector<ConstraintError>& e, const std::string& key) {
+  return std::any_of(e.begin(), e.end(), [&](const ConstraintError& x) { return x.key == key; });
+}
+
+TEST(LayerCosts, HierarchicalCpRunsItsA2aInsideGroupsAndItsRingAcross) {
+  const model::ModelSpec m = model::ModelSpec::llama({2, 1024, 8, 4, 4096, 32000, 1024});
+  const hw::GpuSpec gpu = test_gpu();
+  const compute::ComputeModel cm(gpu);
+  Plan p;
+  p.cp = 4;
+  p.seq = 1024;
+  p.gbs = 1;
+  p.cp_comm = CpComm::kA2aP2p;
+  p.cp_a2a = 2;
+  EXPECT_EQ(group_size(p, Group::kCpA2a), 2);
+  EXPECT_EQ(group_stride(p, Group::kCpA2a), 1);
+  EXPECT_EQ(group_size(p, Group::kCpRing), 2);
+  EXPECT_EQ(group_stride(p, Group::kCpRing), 2);
+  EXPECT_TRUE(validate_plan(m, p, 4, gpu).empty());
+  const RingHeavyComm comm;
+  const ModelCosts c = model_costs(m, p, cm, comm);
+  const LayerCost& l = c.layer[0];
+  // a2a part: Q, K, V 256 x (1024 + 512 + 512) x 2 B and the output 256 x 1024 x 2 B, 3 ps per byte.
+  const Time a2a = Time::ps(3 * (256 * 2048 * 2 + 256 * 1024 * 2));
+  const Time core_fwd = l.module_recompute[static_cast<size_t>(RecomputeModule::kCoreAttn)];
+  EXPECT_EQ(l.cp_fwd, a2a + Time::seconds(1.0) - core_fwd);
+  EXPECT_EQ(l.cp_bwd, a2a + Time::seconds(2.0) - l.attn_core_bwd);
+  // Without hierarchical CP both levels have one rank; sizes need a2a+p2p and must divide cp; the heads
+  // per TP rank must split over the a2a group (4 key/value heads: not over 8 at cp 8).
+  Plan q;
+  EXPECT_EQ(group_size(q, Group::kCpA2a), 1);
+  EXPECT_EQ(group_size(q, Group::kCpRing), 1);
+  p.cp_a2a = 3;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "cp_heads"));
+  p.cp_a2a = 2;
+  p.cp_comm = CpComm::kP2p;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 4, gpu), "cp_heads"));
+  p.cp_comm = CpComm::kA2aP2p;
+  p.cp = 8;
+  p.cp_a2a = 8;
+  EXPECT_TRUE(has_key(validate_plan(m, p, 8, gpu), "cp_heads"));
+  // machine_cp_a2a: the most CP ranks, tp apart, in an 8-GPU domain: tp 2, cp 8 -> 4; tp 8 -> 1.
+  p.tp = 2;
+  EXPECT_EQ(machine_cp_a2a(p, 8), 4);
+  p.tp = 8;
+  EXPECT_EQ(machine_cp_a2a(p, 8), 1);
+}
+
 }  // namespace
 }  // namespace orrery::train

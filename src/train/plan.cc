@@ -71,7 +71,8 @@ constexpr std::array kFsdpImpls = {std::pair<std::string_view, FsdpImpl>{"fsdp2"
                                    std::pair<std::string_view, FsdpImpl>{"flat", FsdpImpl::kFlat}};
 constexpr std::array kCpComms = {std::pair<std::string_view, CpComm>{"p2p", CpComm::kP2p},
                                  std::pair<std::string_view, CpComm>{"all_gather", CpComm::kAllGather},
-                                 std::pair<std::string_view, CpComm>{"a2a", CpComm::kA2a}};
+                                 std::pair<std::string_view, CpComm>{"a2a", CpComm::kA2a},
+                                 std::pair<std::string_view, CpComm>{"a2a+p2p", CpComm::kA2aP2p}};
 constexpr std::array kOptimizerDtypes = {std::pair<std::string_view, hw::DType>{"fp32", hw::DType::kFp32},
                                          std::pair<std::string_view, hw::DType>{"bf16", hw::DType::kBf16},
                                          std::pair<std::string_view, hw::DType>{"fp16", hw::DType::kFp16}};
@@ -249,6 +250,8 @@ std::string_view group_name(Group g) {
     case Group::kEdpShard: return "edp-shard";
     case Group::kEdpReplica: return "edp-replica";
     case Group::kEtp: return "etp";
+    case Group::kCpA2a: return "cp-a2a";
+    case Group::kCpRing: return "cp-ring";
   }
   return "?";
 }
@@ -268,6 +271,8 @@ int64_t group_size(const Plan& p, Group g) {
                  : p.expert_shard_size();
     case Group::kEdpReplica: return group_size(p, Group::kDpReplica);
     case Group::kEtp: return p.expert_tp();
+    case Group::kCpA2a: return p.cp_comm == CpComm::kA2aP2p && p.cp_a2a > 0 ? p.cp_a2a : 1;
+    case Group::kCpRing: return p.cp_comm == CpComm::kA2aP2p && p.cp_a2a > 0 ? p.cp / p.cp_a2a : 1;
   }
   return 1;
 }
@@ -284,8 +289,18 @@ int64_t group_stride(const Plan& p, Group g) {
     case Group::kEdpShard: return p.expert_tp() * p.ep;
     case Group::kEdpReplica: return group_stride(p, Group::kDpReplica);
     case Group::kEtp: return 1;
+    case Group::kCpA2a: return p.tp;
+    case Group::kCpRing: return p.tp * std::max<int64_t>(1, p.cp_a2a);
   }
   return 1;
+}
+
+int64_t machine_cp_a2a(const Plan& p, int64_t domain_gpus) {
+  int64_t best = 1;
+  for (int64_t d = 1; d <= std::min(p.cp, domain_gpus); ++d) {  // d x tp <= domain: d <= domain
+    if (p.cp % d == 0 && d * std::max<int64_t>(1, p.tp) <= domain_gpus) best = d;
+  }
+  return best;
 }
 
 LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c) {
@@ -414,14 +429,22 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   if (p.cp > 1 && p.seq % (2 * p.cp) != 0) {
     add("cp_seq", fmt::format("2*cp={} does not divide seq={} (load-balanced ring attention)", 2 * p.cp, p.seq));
   }
-  if (p.cp > 1 && p.cp_comm == CpComm::kA2a && p.tp >= 1 && m.heads % p.tp == 0) {
-    // Ulysses splits each rank's heads over the CP ranks (TE's flash_attn_a2a_communicate).
+  if (p.cp_comm == CpComm::kA2aP2p && (p.cp_a2a < 1 || p.cp % std::max<int64_t>(1, p.cp_a2a) != 0)) {
+    add("cp_heads", fmt::format("cp-comm-type a2a+p2p needs the a2a group size (--hierarchical-cp-sizes) to divide "
+                                "cp={} (found {})",
+                                p.cp, p.cp_a2a));
+  } else if (p.cp_comm != CpComm::kA2aP2p && p.cp_a2a > 0) {
+    add("cp_heads", fmt::format("hierarchical CP sizes apply to --cp-comm-type a2a+p2p (found {})", cp_comm_name(p.cp_comm)));
+  } else if (p.cp > 1 && (p.cp_comm == CpComm::kA2a || p.cp_comm == CpComm::kA2aP2p) && p.tp >= 1 &&
+             m.heads % p.tp == 0) {
+    // Ulysses splits each rank's heads over its a2a ranks (TE's flash_attn_a2a_communicate).
+    const int64_t over = p.cp_comm == CpComm::kA2a ? p.cp : p.cp_a2a;
     const int64_t q_heads = m.heads / p.tp;
     const int64_t kv_heads = m.kv_heads >= p.tp ? m.kv_heads / p.tp : 1;
-    if (q_heads % p.cp != 0 || kv_heads % p.cp != 0) {
-      add("cp_heads", fmt::format("cp-comm-type a2a splits each rank's heads over cp={}: {} query and {} key/value "
+    if (q_heads % over != 0 || kv_heads % over != 0) {
+      add("cp_heads", fmt::format("cp-comm-type {} splits each rank's heads over {} rank(s): {} query and {} key/value "
                                   "head(s) per TP rank do not divide (p2p or all_gather do not need it)",
-                                  p.cp, q_heads, kv_heads));
+                                  cp_comm_name(p.cp_comm), over, q_heads, kv_heads));
     }
   }
   if (p.sp && p.tp == 1) add("sp", "sequence parallelism needs tp > 1");

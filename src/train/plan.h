@@ -145,9 +145,12 @@ FsdpImpl parse_fsdp_impl(std::string_view name, const Where& where);
 // neither overlapped (Llama 3's CP, Dubey et al. 2024 sec. 3.3.2); kA2a (DeepSpeed-Ulysses, Jacobs et
 // al. 2023) exchanges Q, K and V all-to-all so that each rank holds the whole sequence for heads / cp
 // of the heads, and the output back, not overlapped (needs the rank's query and key/value heads
-// divisible by cp). The attention kernels do the same work either way.
-enum class CpComm { kP2p, kAllGather, kA2a };
-std::string_view cp_comm_name(CpComm c);  // p2p | all_gather | a2a
+// divisible by cp). kA2aP2p (Megatron-Core's hierarchical CP, --hierarchical-context-parallel-sizes):
+// a2a inside groups of cp_a2a ranks (Plan::cp_a2a, tp apart: NVLink when they share a machine), then
+// the ring over the cp / cp_a2a groups, overlapped as p2p's; heads per TP rank divisible by cp_a2a.
+// The attention kernels do the same work either way.
+enum class CpComm { kP2p, kAllGather, kA2a, kA2aP2p };
+std::string_view cp_comm_name(CpComm c);  // p2p | all_gather | a2a | a2a+p2p
 CpComm parse_cp_comm(std::string_view name, const Where& where);
 std::string_view master_weights_name(MasterWeights m);  // fp32 | fp16 | remainders | none
 std::string_view fp8_recipe_name(Fp8Recipe r);          // delayed | current | mxfp8
@@ -194,6 +197,7 @@ struct Plan {
   int64_t unsharded_layers = 0;  // ZeRO-3: keep this many layers' parameters gathered (per stage)
   FsdpImpl fsdp_impl = FsdpImpl::kFlat;  // sharding zero3: the copies around its collectives (FsdpImpl)
   CpComm cp_comm = CpComm::kP2p;          // cp > 1: how K/V (and with a2a Q and the output) move (CpComm)
+  int64_t cp_a2a = 0;                     // kA2aP2p: the a2a groups' size, dividing cp (Group::kCpA2a)
 
   // ---- recomputation and offload
   Recompute recompute = Recompute::kNone;
@@ -318,6 +322,9 @@ struct LayerRange {
   int64_t count = 0;
   int64_t offset = 0;
 };
+// Hierarchical CP's a2a group when none is given: the most CP ranks (tp apart) that fit in one NVLink
+// domain of `domain_gpus`, dividing cp; at least 1.
+int64_t machine_cp_a2a(const Plan& p, int64_t domain_gpus);
 LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c);
 // Layers held by pipeline rank s (all its chunks).
 int64_t stage_layers(const Plan& p, int64_t layers, int64_t s);
@@ -362,7 +369,9 @@ void require_valid_plan(const model::ModelSpec& model, const Plan& plan, int64_t
 // kEdpReplica the HSDP replicas of an expert shard (the dense replicas: EP lies inside a shard group).
 // kEtp: the expert tensor-parallel ranks (Plan::expert_tp(), the first of each TP group, 1 apart), and
 // with etp < tp the EP ranks are etp apart and the EDP ones etp x ep.
-enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica, kEdpShard, kEdpReplica, kEtp };
+// kCpA2a, kCpRing: hierarchical CP's levels (CpComm::kA2aP2p): cp_a2a ranks tp apart, and the cp / cp_a2a
+// groups' ring, tp x cp_a2a apart (1 rank each without hierarchical CP).
+enum class Group { kTp, kCp, kDp, kEp, kPp, kDpShard, kDpReplica, kEdpShard, kEdpReplica, kEtp, kCpA2a, kCpRing };
 std::string_view group_name(Group g);
 int64_t group_size(const Plan& plan, Group g);
 int64_t group_stride(const Plan& plan, Group g);

@@ -258,6 +258,8 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                         p.ep = ep;
                         p.etp = etp;
                         p.cp_comm = cp_comm;
+                        // Hierarchical CP: a2a inside the NVLink domain, the ring across.
+                        p.cp_a2a = cp_comm == CpComm::kA2aP2p ? machine_cp_a2a(p, cluster.domain_gpus()) : 0;
                         p.moe_dispatcher = dispatcher;
                         if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
                         p.vp = vp;
