@@ -591,10 +591,6 @@ class RingHeavyComm final : public CommModel {
   Time p2p(Bytes) const override { return Time::zero(); }
 };
 
-bool has_key(const std::vector<ConstraintError>& e, const std::string& key) {
-  return std::any_of(e.begin(), e.end(), [&](const ConstraintError& x) { return x.key == key; });
-}
-
 TEST(LayerCosts, HierarchicalCpRunsItsA2aInsideGroupsAndItsRingAcross) {
   const model::ModelSpec m = model::ModelSpec::llama({2, 1024, 8, 4, 4096, 32000, 1024});
   const hw::GpuSpec gpu = test_gpu();
@@ -610,6 +606,7 @@ TEST(LayerCosts, HierarchicalCpRunsItsA2aInsideGroupsAndItsRingAcross) {
   EXPECT_EQ(group_size(p, Group::kCpRing), 2);
   EXPECT_EQ(group_stride(p, Group::kCpRing), 2);
   EXPECT_TRUE(validate_plan(m, p, 4, gpu).empty());
+  using testing::has_key;
   const RingHeavyComm comm;
   const ModelCosts c = model_costs(m, p, cm, comm);
   const LayerCost& l = c.layer[0];

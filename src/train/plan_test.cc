@@ -19,12 +19,7 @@ model::ModelSpec llama_8b() {
   return model::ModelSpec::llama({32, 4096, 32, 8, 14336, 128256, 8192});
 }
 
-bool has_key(const std::vector<ConstraintError>& e, const std::string& key) {
-  for (const auto& x : e) {
-    if (x.key == key) return true;
-  }
-  return false;
-}
+using testing::has_key;
 
 TEST(Plan, ValidPlanHasNoErrors) {
   Plan p;

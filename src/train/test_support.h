@@ -1,10 +1,14 @@
 // Shared fixtures of the train/ unit tests.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "hw/hw_catalog.h"
 #include "model/model_spec.h"
 #include "train/comm_model.h"
 #include "train/layer_costs.h"
+#include "train/plan.h"
 
 namespace orrery::train::testing {
 
@@ -49,6 +53,14 @@ inline ModelCosts synthetic(int64_t layers, Time tf, Time tb, Time tw, int64_t p
     l.params = params;
   }
   return c;
+}
+
+// Whether validate_plan's errors include the constraint `key`.
+inline bool has_key(const std::vector<ConstraintError>& e, const std::string& key) {
+  for (const auto& x : e) {
+    if (x.key == key) return true;
+  }
+  return false;
 }
 
 // Communication that takes no time (closed forms that leave it out).
