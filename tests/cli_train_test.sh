@@ -310,14 +310,15 @@ expect cp-comm-header 0 "cp4 .all_gather." -- "${cpx[@]}" --cp-comm-type all_gat
 expect cp-comm-a2a-heads 2 "cp_heads: cp-comm-type a2a splits each rank's heads over 16 rank" -- train --model llama3-8b --gpu h100-sxm --gpus 16 --cp 16 --gbs 1 --seq 32768 --cp-comm-type a2a
 expect bad-cp-comm 2 "--cp-comm-type.*'allgather'.*did you mean 'all_gather'" -- "${cpx[@]}" --cp-comm-type allgather
 # Hierarchical CP (a2a+p2p, Megatron-Core's --hierarchical-context-parallel-sizes): by default the a2a groups
-# fill an NVLink domain (tp 2, cp 8 on 8-GPU machines: groups of 4, a ring over 2); A,B must multiply to cp;
+# fill an NVLink domain (tp 2, cp 8 on 8-GPU machines: groups of 4, a ring over 2); AxB must multiply to cp, as two positive integers;
 # the sizes need the a2a+p2p type (LayerCosts.HierarchicalCpRunsItsA2aInsideGroupsAndItsRingAcross derives
 # the costs).
 hcp=(train --model llama3-8b --gpu h100-sxm --gpus 32 --cp 8 --tp 2 --sp yes --gbs 2 --seq 65536)
 expect hcp-default 0 "cp8 .a2a over 4 x ring over 2." -- "${hcp[@]}" --cp-comm-type a2a+p2p
-expect hcp-sizes 0 "cp8 .a2a over 2 x ring over 4." -- "${hcp[@]}" --cp-comm-type a2a+p2p --hierarchical-cp-sizes 2,4
-expect hcp-bad-product 2 "--hierarchical-cp-sizes: expected A,B with A x B = cp = 8" -- "${hcp[@]}" --cp-comm-type a2a+p2p --hierarchical-cp-sizes 4,4
-expect hcp-needs-type 2 "--hierarchical-cp-sizes: applies to --cp-comm-type a2a.p2p" -- "${hcp[@]}" --hierarchical-cp-sizes 2,4
+expect hcp-sizes 0 "cp8 .a2a over 2 x ring over 4." -- "${hcp[@]}" --cp-comm-type a2a+p2p --hierarchical-cp-sizes 2x4
+expect hcp-bad-product 2 "--hierarchical-cp-sizes: expected A x B = cp = 8" -- "${hcp[@]}" --cp-comm-type a2a+p2p --hierarchical-cp-sizes 4x4
+expect hcp-malformed 2 "--hierarchical-cp-sizes: expected 2 positive integers separated by .x." -- "${hcp[@]}" --cp-comm-type a2a+p2p --hierarchical-cp-sizes 2,4
+expect hcp-needs-type 2 "--hierarchical-cp-sizes: applies to --cp-comm-type a2a.p2p" -- "${hcp[@]}" --hierarchical-cp-sizes 2x4
 
 # --gpu-variability (train/variability.h): two GPUs whose speeds vary by sigma = 1% compute at the pace of
 # the slower one, 1 + 0.01 E[max of 2 normals] = 1 + 0.01 / sqrt(pi) times the typical GPU's compute time

@@ -2,7 +2,6 @@
 // (docs/training.md). Every column of ../shared/validation/training.csv maps onto one flag.
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -51,7 +50,7 @@ struct TrainArgs {
   std::string optimizer_dtype = "fp32", master_weights = "fp32", fp8_recipe = "delayed";
   std::string fsdp_impl = "fsdp2";
   std::string cp_comm = "p2p";
-  std::string hierarchical_cp;  // --hierarchical-cp-sizes A,B (empty: the a2a group fills an NVLink domain)
+  std::string hierarchical_cp;  // --hierarchical-cp-sizes AxB (empty: the a2a group fills an NVLink domain)
   std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
@@ -349,27 +348,15 @@ struct TrainRun {
   tr::TrainResult r;
 };
 
-// --hierarchical-cp-sizes A,B onto Plan::cp_a2a (A); empty: machine_cp_a2a. InputError naming the flag for
-// a malformed list, a product other than cp, or sizes without --cp-comm-type a2a+p2p.
+// --hierarchical-cp-sizes AxB onto Plan::cp_a2a (A); empty: machine_cp_a2a. InputError naming the flag for
+// a malformed pair, a product other than cp, or sizes without --cp-comm-type a2a+p2p.
 int64_t hierarchical_cp_a2a(const std::string& sizes, const tr::Plan& p, const tr::ClusterSpec& cluster) {
+  if (sizes.empty()) return p.cp_comm == tr::CpComm::kA2aP2p ? tr::machine_cp_a2a(p, cluster.domain_gpus()) : 0;
   const Where at = kCl.with_key("--hierarchical-cp-sizes");
-  if (sizes.empty()) {
-    if (p.cp_comm != tr::CpComm::kA2aP2p) return 0;
-    return tr::machine_cp_a2a(p, cluster.domain_gpus());
-  }
   if (p.cp_comm != tr::CpComm::kA2aP2p) throw InputError(at, "applies to --cp-comm-type a2a+p2p");
-  std::vector<int64_t> v;
-  for (const std::string_view raw : split_csv(sizes)) {
-    const std::string_view part = trim(raw);
-    int64_t x = 0;
-    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), x);
-    if (ec != std::errc() || end != part.data() + part.size() || x < 1) v.push_back(-1);
-    else v.push_back(x);
-  }
-  // v[0] <= cp / v[1] first: the product of two unvalidated sizes could overflow.
-  if (v.size() != 2 || v[0] < 1 || v[1] < 1 || v[0] > p.cp / v[1] || v[0] * v[1] != p.cp) {
-    throw InputError(at, fmt::format("expected A,B with A x B = cp = {} (the a2a groups' size, then the ring's), found '{}'",
-                                     p.cp, sizes));
+  const std::vector<int64_t> v = parse_dims(sizes, 2, "--hierarchical-cp-sizes", "2x4 (a2a groups x ring)");
+  if (v[0] > p.cp / v[1] || v[0] * v[1] != p.cp) {  // the first test keeps the product inside int64
+    throw InputError(at, fmt::format("expected A x B = cp = {} (the a2a groups' size, then the ring's), found '{}'", p.cp, sizes));
   }
   return v[0];
 }
@@ -708,7 +695,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   add_fsdp_impl_flag(*c, a->fsdp_impl);
   add_cp_comm_flag(*c, a->cp_comm);
   c->add_option("--hierarchical-cp-sizes", a->hierarchical_cp,
-                "--cp-comm-type a2a+p2p: A,B with A x B = cp, the a2a groups' size and the ring's (Megatron-Core's "
+                "--cp-comm-type a2a+p2p: AxB with A x B = cp, the a2a groups' size and the ring's (Megatron-Core's "
                 "--hierarchical-context-parallel-sizes; default: the most CP ranks that fit in one NVLink domain)");
   c->add_option("--grad-bytes", a->grad_bytes, "main-gradient bytes per parameter: 4 (fp32) | 2")->capture_default_str();
   add_optimizer_state_flags(*c, a->optimizer_dtype, a->master_weights);

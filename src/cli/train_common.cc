@@ -19,10 +19,11 @@
 
 namespace orrery::cli {
 
-// "AxBxC" -> {A, B, C}: exactly n positive integers separated by 'x'; InputError naming the flag.
 namespace {
 
 const Where kCl{"<command line>", 0, ""};
+
+}  // namespace
 
 std::vector<int64_t> parse_dims(const std::string& text, size_t n, const char* flag, const char* example) {
   std::vector<int64_t> dims;
@@ -45,8 +46,6 @@ std::vector<int64_t> parse_dims(const std::string& text, size_t n, const char* f
   }
   return dims;
 }
-
-}  // namespace
 
 int64_t apply_video(model::ModelSpec& m, const VideoArgs& a, int64_t seq, bool seq_given) {
   const bool video_flags = a.frames != 0 || a.height != 0 || a.width != 0 || a.text_tokens != 0 ||

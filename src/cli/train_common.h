@@ -99,6 +99,9 @@ bool parse_yes_no(const std::string& v, const std::string& flag);
 // Transformer Engine: fused elementwise kernels and loss), compile (torch.compile on each transformer
 // block, the loss in eager PyTorch: torchtitan), eager (PyTorch modules op by op); InputError naming the
 // flag, with the nearest name, otherwise.
+// "AxBxC" -> {A, B, C}: exactly n positive integers separated by 'x'; InputError naming `flag`, with
+// `example`, otherwise.
+std::vector<int64_t> parse_dims(const std::string& text, size_t n, const char* flag, const char* example);
 void apply_fusion(const std::string& fusion, train::Plan& p);
 // How the kernels line names a --fusion value: "fused", "compiled (loss eager)", "eager".
 std::string fusion_label(const std::string& fusion);

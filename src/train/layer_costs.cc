@@ -514,10 +514,14 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   const Time moe_tp_half = comm.collective(coll::Op::kAllGather, moe_gathered, Group::kEtp) +
                            comm.collective(coll::Op::kReduceScatter, moe_gathered, Group::kEtp);
   const Bytes kv_step = Bytes::from_double(d(shape.tokens()) * d(m.k_width() + m.v_width()) * dtb / tp);
-  if (p.cp > 1 && p.cp_comm == CpComm::kAllGather) out.cp_buffer = kv_step * p.cp;
-  if (p.cp > 1 && (p.cp_comm == CpComm::kA2a || p.cp_comm == CpComm::kA2aP2p)) {
-    out.cp_buffer = Bytes::from_double(d(shape.tokens()) * d(m.q_width() + m.k_width() + m.v_width()) * dtb / tp);
-  }
+  // Context parallelism's operands per rank: the whole sequence's K and V (all_gather; the ring passes
+  // the same bytes) and, for Ulysses, the rank's own Q, K, V and attention output (tokens x widths / tp).
+  const Bytes kv_all = kv_step * p.cp;
+  const double cp_tok = d(shape.tokens()) * dtb / tp;
+  const Bytes cp_qkv = Bytes::from_double(cp_tok * d(m.q_width() + m.k_width() + m.v_width()));
+  const Bytes cp_out = Bytes::from_double(cp_tok * d(m.attn_out_width()));
+  const bool ulysses = p.cp_comm == CpComm::kA2a || p.cp_comm == CpComm::kA2aP2p;
+  if (p.cp > 1) out.cp_buffer = p.cp_comm == CpComm::kAllGather ? kv_all : ulysses ? cp_qkv : Bytes(0);
 
   for (const model::LayerGroup& g : inv.groups) {
     const int64_t first = g.layer_indices.front();
@@ -541,41 +545,36 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
       c.tp_bwd = std::max(Time::zero(), tp_pass - c.bwd_input - c.bwd_weight);
     }
     if (p.cp > 1) {
-      // The whole sequence's K and V, gathered from the cp ranks' chunks (the ring passes the same bytes).
-      const Time kv_gather = comm.collective(coll::Op::kAllGather, kv_step * p.cp, Group::kCp);
+      // A ring's K, V transfers hide behind the attention core's kernels: K, V forward; K, V and their
+      // gradients backward, beside the core's backward. Exposed: what they cannot cover.
+      const auto add_ring = [&](Time ring) {
+        c.cp_fwd += std::max(Time::zero(), ring - c.module_recompute[mod(RecomputeModule::kCoreAttn)]);
+        c.cp_bwd += std::max(Time::zero(), ring * 2 - c.attn_core_bwd);
+      };
       switch (p.cp_comm) {
-        case CpComm::kP2p:
-          // The ring's transfers hide behind the attention core's kernels: K, V forward; K, V and their
-          // gradients backward, beside the core's backward.
-          c.cp_fwd = std::max(Time::zero(), kv_gather - c.module_recompute[mod(RecomputeModule::kCoreAttn)]);
-          c.cp_bwd = std::max(Time::zero(), kv_gather * 2 - c.attn_core_bwd);
-          break;
-        case CpComm::kAllGather:
+        case CpComm::kP2p: add_ring(comm.collective(coll::Op::kAllGather, kv_all, Group::kCp)); break;
+        case CpComm::kAllGather: {
           // Exposed: the gather before the core; in the backward the gather again (the forward keeps only
           // the local chunk) and the reduce-scatter of dK, dV (Transformer Engine's
           // AttnFuncWithCPAndKVAllGather).
-          c.cp_fwd = kv_gather;
-          c.cp_bwd = kv_gather + comm.collective(coll::Op::kReduceScatter, kv_step * p.cp, Group::kCp);
+          const Time gather = comm.collective(coll::Op::kAllGather, kv_all, Group::kCp);
+          c.cp_fwd = gather;
+          c.cp_bwd = gather + comm.collective(coll::Op::kReduceScatter, kv_all, Group::kCp);
           break;
+        }
         case CpComm::kA2a:
         case CpComm::kA2aP2p: {
-          // Exposed: Q, K, V to the head-split layout before the core and the output back after it;
-          // in the backward the output's gradient in and dQ, dK, dV back (each rank's buffer is its
-          // local chunk: tokens x widths / tp), over all of CP or, hierarchical, over the a2a group.
+          // Exposed: Q, K, V to the head-split layout before the core and the output back after it; in
+          // the backward the output's gradient in and dQ, dK, dV back, over all of CP or, hierarchical,
+          // over the a2a group. Hierarchical CP then runs the ring over the groups: each rank holds its
+          // group's sequence for 1 / cp_a2a of the heads, its own chunk's K, V bytes (kv_step), passed
+          // around cp / cp_a2a ranks.
           const Group a2a_group = p.cp_comm == CpComm::kA2a ? Group::kCp : Group::kCpA2a;
-          const double tok = d(shape.tokens()) * dtb / tp;
-          const Bytes qkv = Bytes::from_double(tok * d(m.q_width() + m.k_width() + m.v_width()));
-          const Bytes out_b = Bytes::from_double(tok * d(m.attn_out_width()));
-          c.cp_fwd = comm.collective(coll::Op::kAllToAll, qkv, a2a_group) +
-                     comm.collective(coll::Op::kAllToAll, out_b, a2a_group);
+          c.cp_fwd = comm.collective(coll::Op::kAllToAll, cp_qkv, a2a_group) +
+                     comm.collective(coll::Op::kAllToAll, cp_out, a2a_group);
           c.cp_bwd = c.cp_fwd;
           if (p.cp_comm == CpComm::kA2aP2p) {
-            // Then the ring over the groups: each rank holds its group's sequence for 1 / cp_a2a of the
-            // heads, the same K, V bytes as its own chunk (kv_step), passed around cp / cp_a2a ranks and
-            // hidden behind the attention kernels as p2p's are.
-            const Time ring = comm.collective(coll::Op::kAllGather, kv_step * group_size(p, Group::kCpRing), Group::kCpRing);
-            c.cp_fwd += std::max(Time::zero(), ring - c.module_recompute[mod(RecomputeModule::kCoreAttn)]);
-            c.cp_bwd += std::max(Time::zero(), ring * 2 - c.attn_core_bwd);
+            add_ring(comm.collective(coll::Op::kAllGather, kv_step * group_size(p, Group::kCpRing), Group::kCpRing));
           }
           break;
         }

@@ -356,18 +356,30 @@ TEST(Memory, EagerCrossEntropyHoldsTwoFp32LogitGradientsInItsBackward) {
 // dp 8 and one layer prefetched, stage s of a pp-2 plan holds:
 //   weights   = 2 layers x P_layer x 2 + (stage 0: P_embedding, stage 1: P_head) x 2
 //   gradients = P_stage x 4 / 8 + P_layer x 4 + (stage 1: P_head x 2)
+// A Llama-like model of 4 layers (h 1024) on dp 8 x pp 2, seq 2048, gbs 16, under `sharding`, with its costs.
+struct ShardedPp2 {
+  model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 2048});
+  hw::GpuSpec gpu = test_gpu();
+  Plan plan;
+  ModelCosts costs;
+};
+ShardedPp2 sharded_pp2(Sharding sharding) {
+  ShardedPp2 r;
+  r.plan.dp = 8;
+  r.plan.pp = 2;
+  r.plan.sharding = sharding;
+  r.plan.seq = 2048;
+  r.plan.gbs = 16;
+  r.costs = model_costs(r.model, r.plan, compute::ComputeModel(r.gpu), NoComm{});
+  return r;
+}
+
 TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
-  const auto model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 2048});
-  const hw::GpuSpec gpu = test_gpu();
-  const compute::ComputeModel cm(gpu);
-  const NoComm comm;
-  Plan p;
-  p.dp = 8;
-  p.pp = 2;
-  p.sharding = Sharding::kZero3;
-  p.seq = 2048;
-  p.gbs = 16;
-  const ModelCosts c = model_costs(model, p, cm, comm);
+  const ShardedPp2 x = sharded_pp2(Sharding::kZero3);
+  const auto& model = x.model;
+  const hw::GpuSpec& gpu = x.gpu;
+  Plan p = x.plan;
+  const ModelCosts& c = x.costs;
   const MemoryReport m = memory_model(model, p, c, gpu);
   const double layer = static_cast<double>(c.layer[0].params);
   const double emb = static_cast<double>(c.pre.params), head = static_cast<double>(c.post.params);
@@ -391,17 +403,13 @@ TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
 // dp 8, pp 2 (stage 0: 2 layers and the embedding; stage 1: 2 layers and the head), fp32 gradients:
 //   gradients = P_stage x 4 / 8 + P_layer x 4;   weights = P_stage x 2 (whole, unlike ZeRO-3)
 TEST(Memory, Zero2HoldsItsShardAndTheLayerBeingReduced) {
-  const auto model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 2048});
-  const hw::GpuSpec gpu = test_gpu();
+  const ShardedPp2 x = sharded_pp2(Sharding::kZero2);
+  const auto& model = x.model;
+  const hw::GpuSpec& gpu = x.gpu;
+  Plan p = x.plan;
+  const ModelCosts& c = x.costs;
   const compute::ComputeModel cm(gpu);
   const NoComm comm;
-  Plan p;
-  p.dp = 8;
-  p.pp = 2;
-  p.sharding = Sharding::kZero2;
-  p.seq = 2048;
-  p.gbs = 16;
-  const ModelCosts c = model_costs(model, p, cm, comm);
   const MemoryReport m = memory_model(model, p, c, gpu);
   const double layer = static_cast<double>(c.layer[0].params);
   const double stage0 = 2 * layer + static_cast<double>(c.pre.params);

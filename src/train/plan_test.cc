@@ -522,6 +522,17 @@ TEST(Plan, UnevenStagesSplitTheMiddleEvenly) {
   EXPECT_TRUE(has_key(validate_plan(m, p, 16, test_gpu()), "pp_layers"));
 }
 
+// Every layer exactly once, in model-chunk order (chunk k = c pp + s holds the layers after chunk k - 1's).
+void expect_chunks_in_order(const Plan& p, int64_t layers) {
+  int64_t next = 0;
+  for (int64_t k = 0; k < p.pp * p.vp; ++k) {
+    const LayerRange r = chunk_layers(p, layers, k % p.pp, k / p.pp);
+    EXPECT_EQ(r.first, next) << "chunk " << k;
+    next = r.first + r.count;
+  }
+  EXPECT_EQ(next, layers);
+}
+
 // Interleaved with uneven end chunks, as NeMo runs Llama 3.1 405B on GB200 (Megatron-Core's
 // account-for-embedding/loss-in-pipeline-split: 126 layers + embedding + loss = 128 over pp 8 x vp 8 =
 // 64 model chunks of 2, the first and the last holding one layer beside the embedding and the loss).
@@ -555,14 +566,7 @@ TEST(Plan, InterleavedUnevenEndChunks) {
   EXPECT_EQ(stage_layers(p, m.layers, 3), 16);
   EXPECT_EQ(stage_layers(p, m.layers, 7), 15);
   EXPECT_EQ(max_stage_layers(p, m.layers), 16);
-  // Every layer exactly once, in model-chunk order.
-  int64_t next = 0;
-  for (int64_t k = 0; k < 64; ++k) {
-    const LayerRange r = chunk_layers(p, m.layers, k % 8, k / 8);
-    EXPECT_EQ(r.first, next) << "chunk " << k;
-    next = r.first + r.count;
-  }
-  EXPECT_EQ(next, 126);
+  expect_chunks_in_order(p, m.layers);
 }
 
 // Empty end chunks, as Llama 3 405B ran (Dubey et al. 2024, sec. 3.3.2: the first model chunk on the
@@ -593,13 +597,7 @@ TEST(Plan, EmptyEndChunksHoldNoLayer) {
   EXPECT_EQ(stage_layers(p, m.layers, 0), 7);
   EXPECT_EQ(stage_layers(p, m.layers, 1), 8);
   EXPECT_EQ(stage_layers(p, m.layers, 15), 7);
-  int64_t next = 0;
-  for (int64_t k = 0; k < 128; ++k) {
-    const LayerRange r = chunk_layers(p, m.layers, k % 16, k / 16);
-    EXPECT_EQ(r.first, next) << "chunk " << k;
-    next = r.first + r.count;
-  }
-  EXPECT_EQ(next, 126);
+  expect_chunks_in_order(p, m.layers);
   // 126 layers do not split over the 126 other chunks when only the first is emptied (127 others).
   p.last_stage_layers = -1;
   EXPECT_TRUE(has_key(validate_plan(m, p, 16, test_gpu()), "pp_layers"));

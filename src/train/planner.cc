@@ -227,60 +227,59 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
           if (sp.sp_on) sps.push_back(true);
           if (sp.sp_off) sps.push_back(false);
         }
-        // (etp, ep, dispatcher): every listed dispatcher where tokens cross EP ranks.
-        std::vector<std::tuple<int64_t, int64_t, MoeDispatcher>> routings;
-        for (const auto& [etp, ep] : expert_grids) {
-          if (ep == 1 || sp.moe_dispatchers.empty()) {
-            routings.emplace_back(etp, ep, o.base.moe_dispatcher);
-          } else {
-            for (MoeDispatcher d : sp.moe_dispatchers) routings.emplace_back(etp, ep, d);
+        // (cp exchange, etp, ep, dispatcher): every listed CP exchange where there is context parallelism,
+        // every listed dispatcher where tokens cross EP ranks.
+        const std::vector<CpComm> cp_comms = cp > 1 && !sp.cp_comms.empty() ? sp.cp_comms : std::vector<CpComm>{o.base.cp_comm};
+        std::vector<std::tuple<CpComm, int64_t, int64_t, MoeDispatcher>> routings;
+        for (const CpComm cp_comm : cp_comms) {
+          for (const auto& [etp, ep] : expert_grids) {
+            if (ep == 1 || sp.moe_dispatchers.empty()) {
+              routings.emplace_back(cp_comm, etp, ep, o.base.moe_dispatcher);
+            } else {
+              for (MoeDispatcher d : sp.moe_dispatchers) routings.emplace_back(cp_comm, etp, ep, d);
+            }
           }
         }
-        // The CP exchanges: every listed one where there is context parallelism.
-        std::vector<CpComm> cp_comms = {o.base.cp_comm};
-        if (cp > 1 && !sp.cp_comms.empty()) cp_comms = sp.cp_comms;
-        for (const CpComm cp_comm : cp_comms) {
-          for (const auto& [etp, ep, dispatcher] : routings) {
-            for (const auto& [schedule, vp] : schedules) {
-              for (int64_t mbs : mbss) {
-                for (const auto& [sharding, group] : shardings) {
-                  for (Recompute rc : sp.recomputes) {
-                    const bool several_sets = rc == Recompute::kSelective && !sp.recompute_module_sets.empty();
-                    const size_t sets = several_sets ? sp.recompute_module_sets.size() : 1;
-                    for (size_t set = 0; set < sets; ++set) {
-                      for (bool seqpar : sps) {
-                        if (etp > 0 && !seqpar) continue;  // expert TP below tp needs SP
-                        Plan p = o.base;
-                        p.dp = dp;
-                        p.tp = tp;
-                        p.pp = pp;
-                        p.cp = cp;
-                        p.ep = ep;
-                        p.etp = etp;
-                        p.cp_comm = cp_comm;
-                        // Hierarchical CP: a2a inside the NVLink domain, the ring across.
-                        p.cp_a2a = cp_comm == CpComm::kA2aP2p ? machine_cp_a2a(p, cluster.domain_gpus()) : 0;
-                        p.moe_dispatcher = dispatcher;
-                        if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
-                        p.vp = vp;
-                        p.schedule = schedule;
-                        p.mbs = mbs;
-                        p.gbs = o.gbs;
-                        p.seq = o.seq;
-                        p.sharding = sharding;
-                        p.shard_group = group;
-                        p.recompute = rc;
-                        if (several_sets) p.recompute_modules = sp.recompute_module_sets[set];
-                        p.recompute_layers = -1;
-                        p.sp = seqpar;
-                        p.first_stage_layers = -1;
-                        p.last_stage_layers = -1;
-                        if (uneven) balance_uneven_stages(p, model.layers);
-                        if (sp.precisions.empty()) {
-                          plans.push_back(p);
-                        } else {
-                          for (hw::DType precision : sp.precisions) plans.push_back(p.in_precision(precision));
-                        }
+        for (const auto& [cp_comm, etp, ep, dispatcher] : routings) {
+          for (const auto& [schedule, vp] : schedules) {
+            for (int64_t mbs : mbss) {
+              for (const auto& [sharding, group] : shardings) {
+                for (Recompute rc : sp.recomputes) {
+                  const bool several_sets = rc == Recompute::kSelective && !sp.recompute_module_sets.empty();
+                  const size_t sets = several_sets ? sp.recompute_module_sets.size() : 1;
+                  for (size_t set = 0; set < sets; ++set) {
+                    for (bool seqpar : sps) {
+                      if (etp > 0 && !seqpar) continue;  // expert TP below tp needs SP
+                      Plan p = o.base;
+                      p.dp = dp;
+                      p.tp = tp;
+                      p.pp = pp;
+                      p.cp = cp;
+                      p.ep = ep;
+                      p.etp = etp;
+                      p.cp_comm = cp_comm;
+                      // Hierarchical CP: a2a inside the NVLink domain, the ring across.
+                      p.cp_a2a = cp_comm == CpComm::kA2aP2p ? machine_cp_a2a(p, cluster.domain_gpus()) : 0;
+                      p.moe_dispatcher = dispatcher;
+                      if (dispatcher == MoeDispatcher::kAllToAll) p.moe_ranks_per_token = 0.0;  // deepep's
+                      p.vp = vp;
+                      p.schedule = schedule;
+                      p.mbs = mbs;
+                      p.gbs = o.gbs;
+                      p.seq = o.seq;
+                      p.sharding = sharding;
+                      p.shard_group = group;
+                      p.recompute = rc;
+                      if (several_sets) p.recompute_modules = sp.recompute_module_sets[set];
+                      p.recompute_layers = -1;
+                      p.sp = seqpar;
+                      p.first_stage_layers = -1;
+                      p.last_stage_layers = -1;
+                      if (uneven) balance_uneven_stages(p, model.layers);
+                      if (sp.precisions.empty()) {
+                        plans.push_back(p);
+                      } else {
+                        for (hw::DType precision : sp.precisions) plans.push_back(p.in_precision(precision));
                       }
                     }
                   }
@@ -288,7 +287,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
               }
             }
           }
-        }  // cp_comm
+        }
       }
     }
   }

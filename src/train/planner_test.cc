@@ -508,7 +508,10 @@ TEST(ThroughputBound, EqualsTheIdealPipelineStep) {
 // work), the link is busy for their sum, 2 x (32 + 16) = 96 ms, which the compute (2 x 1.2 ms) does not
 // reach: step_lb = 96 ms and bound = gbs seq / (96 ms x 2 GPUs). Without sharing each stream alone:
 // 2 x max(32, 16) = 64 ms. The simulated step may not be shorter than either.
-TEST(ThroughputBound, Zero3CollectivesOnOneLinkAddUp) {
+// ZeRO-2 reduce-scatters each layer after every micro-batch's backward too, 2 x 4 x 4 = 32 ms on the
+// gradient stream (its parameter all-gathers, once per step, the bound leaves out): step_lb = 32 ms.
+// ZeRO-1 reduces once, in the last micro-batch: its bound is the compute's, far above.
+TEST(ThroughputBound, ShardedCollectivesOnOneLinkAddUp) {
   const model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
   const hw::GpuSpec gpu = test_gpu();
   const compute::ComputeModel cm(gpu);
@@ -530,26 +533,7 @@ TEST(ThroughputBound, Zero3CollectivesOnOneLinkAddUp) {
   // Without a known link (no sharing in the simulation either) the streams count alone.
   const FixedComm unknown(Time::ms(4), Time::zero());
   EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, unknown, true), tokens(64), tokens(64) * 1e-12);
-}
-
-// ZeRO-2's reductions in the bound: the same layers, dp 2, m = 2, every collective 4 ms. ZeRO-2 reduce-
-// scatters each layer after every micro-batch's backward, 2 x 4 x 4 = 32 ms on the gradient stream, which
-// the compute (2 x 1.2 ms) does not reach: step_lb = 32 ms (its one parameter all-gather per bucket,
-// overlapped with the first forward, the bound leaves out). ZeRO-1 reduces once: its bound is the
-// compute's. The simulated step may not be shorter than the bound.
-TEST(ThroughputBound, Zero2ReductionsEveryMicroBatchAddUp) {
-  const model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
-  const hw::GpuSpec gpu = test_gpu();
-  const compute::ComputeModel cm(gpu);
-  const ModelCosts c = testing::synthetic(4, Time::us(100), Time::us(100), Time::us(100), 1000);
-  Plan p;
-  p.dp = 2;
-  p.gbs = 4;
-  p.seq = 2048;
   p.sharding = Sharding::kZero2;
-  ASSERT_EQ(p.microbatches(), 2);
-  const FixedComm comm(Time::ms(4), Time::zero(), LinkKind::kNic);
-  const auto tokens = [&](double step_ms) { return 4.0 * 2048.0 / (step_ms * 1e-3 * 2.0); };
   EXPECT_NEAR(throughput_upper_bound(model, p, c, cm, comm, true), tokens(32), tokens(32) * 1e-12);
   EXPECT_GE(simulate_step(model, p, c, cm, comm).step_time, Time::ms(32));
   p.sharding = Sharding::kZero1;

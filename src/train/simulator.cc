@@ -547,11 +547,10 @@ class Builder {
         dep(first, f_last_[i]);
       }
     }
-    // Data-parallel gradient reduction (ZeRO-0/1) in buckets, and the parameter all-gather (ZeRO-1/2).
+    // Data-parallel gradient reduction (ZeRO-0/1; ZeRO-2's ran above, after every backward) in buckets,
+    // and the parameter all-gather (ZeRO-1/2).
     if (!zero3 && dp_reduce_) {
-      if (reduce_each) {
-        // ZeRO-2: reduced above, after every backward.
-      } else if (p_.overlap_grad_reduce) {
+      if (!reduce_each && p_.overlap_grad_reduce) {
         // A bucket is reduced once the backward has gone down through its lowest layer.
         for (int32_t c = 0; c < v_; ++c) {
           for (const auto& [lo, hi] : dp_buckets(s, c)) {
@@ -559,7 +558,7 @@ class Builder {
                 reduce_grads(s, st, piece_split(s, c, lo, hi), last_grad_layers[static_cast<size_t>(c)][static_cast<size_t>(lo)], true));
           }
         }
-      } else {
+      } else if (!reduce_each) {
         const TaskId t = reduce_grads(s, st, stage_split(s), compute_order.back(), true);
         for (int32_t c = 0; c < v_; ++c) dep(t, split ? w_last(s, c) : b_last_[idx(s, c, m_mb_ - 1)]);
         dp_tasks.push_back(t);
