@@ -291,6 +291,26 @@ then pass=$((pass+1)); else echo "FAIL fsdp-impl"; fail=$((fail+1)); fi
 expect bad-fsdp-impl 2 "--fsdp-impl.*'fsdp3'.*did you mean 'fsdp2'" -- "${z3[@]}" --dp-sharding fsdp --fsdp-impl fsdp3
 expect fsdp-impl-header 0 "dp sharding zero3 .flat., shard groups of 4" -- "${z3[@]}" --dp-sharding hsdp --shard-group 4 --fsdp-impl flat
 
+# FSDP under pipeline parallelism (Plan::fsdp_keeps_gathered, PyTorch's pipelining): the stage's layers
+# stay gathered (weights = the distributed optimizer's, P x 2 B) and their fp32 gradients accumulate
+# unsharded (P x 4 B, as distopt's, plus one layer's bf16 gradient before it is added in); the optimizer
+# shard is the same. At pp 1 FSDP gathers a layer or two at a time and holds sharded gradients: less.
+# Keeping chosen layers gathered conflicts with it: a one-line error naming the key.
+pp2=(train --model llama3-8b --gpu h100-sxm --gpus 16 --gbs 32 --seq 4096 --pp 2)
+if python3 - "$("$bin" --json "${pp2[@]}" --dp-sharding fsdp)" "$("$bin" --json "${pp2[@]}" --dp-sharding distopt)" \
+     "$("$bin" --json "${pp2[@]/--pp/--tp}" --dp-sharding fsdp)" <<'PY' 2>/dev/null
+import json, sys
+kept, dist, flat = (json.loads(x) for x in sys.argv[1:4])
+km, dm, fm = kept["memory"], dist["memory"], flat["memory"]
+assert km["weights"] == dm["weights"] and km["optimizer"] == dm["optimizer"], (km, dm)
+# one Llama-3-8B layer's bf16 gradient: 218,112,000 parameters x 2 B (attention 4096 x (4096 + 2 x 1024 +
+# 4096), MLP 3 x 4096 x 14336, two RMSNorm weights of 4096)
+assert km["gradients"] - dm["gradients"] == 2 * (4096 * (4096 + 2 * 1024 + 4096) + 3 * 4096 * 14336 + 2 * 4096), (km, dm)
+assert fm["weights"] < km["weights"] and fm["gradients"] < km["gradients"]
+PY
+then pass=$((pass+1)); else echo "FAIL fsdp-under-pp"; fail=$((fail+1)); fi
+expect fsdp-pp-unsharded 2 "unsharded_layers: unsharded layers 2 with pp=2: FSDP under pipeline parallelism keeps every layer" -- "${pp2[@]}" --dp-sharding fsdp --unsharded-layers 2
+
 # --cp-comm-type (train/plan.h, CpComm): an all-gather before the attention and a reduce-scatter after its
 # backward, neither overlapped, cannot take less exposed CP time than the ring, whose transfers hide behind
 # the attention kernels (LayerCosts.ContextParallelExchangesFollowTheirCommType derives both); the run

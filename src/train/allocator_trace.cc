@@ -21,7 +21,8 @@ class Trace {
       : m_(m), p_(p), c_(c), k_(k), s_(stage), a_(p.allocator) {
     first_ = s_ == 0;
     last_ = s_ == p_.pp - 1;
-    zero3_ = p_.sharding == Sharding::kZero3;
+    // FSDP under PP holds its layers gathered and their gradients unsharded, as ZeRO-1 does (memory.cc).
+    zero3_ = p_.sharding == Sharding::kZero3 && !p_.fsdp_keeps_gathered();
     offload_all_ = p_.activation_offload && p_.offload_layers < 0;
     gpu_optimizer_ = 1.0 - p_.host_optimizer_share();
     // Layers per chunk and what each saves; the first recompute_layers of the stage are fully
@@ -101,6 +102,7 @@ class Trace {
       if (!zero3_) {
         alloc(times(n.count, d(k_.weight_bytes)));
         alloc(p_.sharding == Sharding::kZero2 ? Bytes::from_double(n.local * d(p_.grad_bytes)) : times(n.count, d(p_.grad_bytes)));
+        if (p_.fsdp_keeps_gathered() && !p_.separate_master()) alloc(Bytes::from_double(n.local * d(k_.weight_bytes)));
       } else if (!p_.separate_master()) {
         alloc(Bytes::from_double(n.local * d(k_.weight_bytes)));  // the 16-bit shard is the parameter (memory.cc)
       }

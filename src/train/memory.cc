@@ -108,7 +108,19 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     st.inflight_microbatches = inflight_microbatches(p, s);
     MemoryBreakdown& mb = st.memory;
     mb = model_state_memory(st.params, p, k, st.expert_params);
-    if (p.sharding == Sharding::kZero3) {
+    if (p.fsdp_keeps_gathered()) {
+      // FSDP under PP (Plan::fsdp_keeps_gathered): every layer's 16-bit parameters gathered from its
+      // first forward to the stage's last backward, and its gradients accumulated unsharded in the
+      // reduce dtype, with one layer's 16-bit gradient from its backward until it is added in; the
+      // sharded gradients replace them only at the end. The shard is the fp32 master (under optimizer),
+      // or without one the 16-bit parameter itself.
+      mb.weights = scaled(st.params, d(k.weight_bytes));
+      if (!p.separate_master()) {
+        mb.weights += Bytes::from_double(d(k.weight_bytes) * p.local_optimizer_params(st.params, st.expert_params));
+      }
+      mb.gradients = scaled(st.params, d(p.grad_bytes));
+      if (p.grad_bytes != k.weight_bytes) mb.gradients += scaled(max_layer_params, d(k.weight_bytes));
+    } else if (p.sharding == Sharding::kZero3) {
       // FSDP: the sharded parameter is the fp32 master (under optimizer); bf16 copies of the layers
       // being computed, prefetched or kept unsharded are materialized.
       const int64_t gathered = std::min(st.layers, 1 + p.fsdp_prefetch + p.unsharded_layers);

@@ -351,22 +351,18 @@ TEST(Memory, EagerCrossEntropyHoldsTwoFp32LogitGradientsInItsBackward) {
   EXPECT_EQ(fused.stages[0].memory.temporary, eager.stages[0].memory.temporary);
 }
 
-// FSDP's root unit (memory.h): the embedding and the LM head stay gathered through the step (bf16, 2
-// bytes per parameter) and the head's unsharded gradient (2 bytes) is held until the backward ends. With
-// dp 8 and one layer prefetched, stage s of a pp-2 plan holds:
-//   weights   = 2 layers x P_layer x 2 + (stage 0: P_embedding, stage 1: P_head) x 2
-//   gradients = P_stage x 4 / 8 + P_layer x 4 + (stage 1: P_head x 2)
-// A Llama-like model of 4 layers (h 1024) on dp 8 x pp 2, seq 2048, gbs 16, under `sharding`, with its costs.
-struct ShardedPp2 {
+// A Llama-like model of 4 layers (h 1024) on dp 8 x `pp` stages, seq 2048, gbs 16, under `sharding`,
+// with its costs.
+struct ShardedDp8 {
   model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 2048});
   hw::GpuSpec gpu = test_gpu();
   Plan plan;
   ModelCosts costs;
 };
-ShardedPp2 sharded_pp2(Sharding sharding) {
-  ShardedPp2 r;
+ShardedDp8 sharded_dp8(Sharding sharding, int64_t pp) {
+  ShardedDp8 r;
   r.plan.dp = 8;
-  r.plan.pp = 2;
+  r.plan.pp = pp;
   r.plan.sharding = sharding;
   r.plan.seq = 2048;
   r.plan.gbs = 16;
@@ -374,8 +370,13 @@ ShardedPp2 sharded_pp2(Sharding sharding) {
   return r;
 }
 
+// FSDP's root unit (memory.h): the embedding and the LM head stay gathered through the step (bf16, 2
+// bytes per parameter) and the head's unsharded gradient (2 bytes) is held until the backward ends. With
+// dp 8, one stage of 4 layers and one layer prefetched:
+//   weights   = 2 layers x P_layer x 2 + (P_embedding + P_head) x 2
+//   gradients = P_stage x 4 / 8 + P_layer x 4 + P_head x 2
 TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
-  const ShardedPp2 x = sharded_pp2(Sharding::kZero3);
+  const ShardedDp8 x = sharded_dp8(Sharding::kZero3, 1);
   const auto& model = x.model;
   const hw::GpuSpec& gpu = x.gpu;
   Plan p = x.plan;
@@ -385,17 +386,47 @@ TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
   const double emb = static_cast<double>(c.pre.params), head = static_cast<double>(c.post.params);
   ASSERT_GT(emb, 0.0);
   ASSERT_GT(head, 0.0);
-  const double stage0 = 2 * layer + emb, stage1 = 2 * layer + head;
-  EXPECT_NEAR(m.stages[0].memory.weights.to_double(), 2 * layer * 2 + emb * 2, 1.0);
-  EXPECT_NEAR(m.stages[1].memory.weights.to_double(), 2 * layer * 2 + head * 2, 1.0);
-  EXPECT_NEAR(m.stages[0].memory.gradients.to_double(), stage0 * 4 / 8 + layer * 4, 1.0);
-  EXPECT_NEAR(m.stages[1].memory.gradients.to_double(), stage1 * 4 / 8 + layer * 4 + head * 2, 1.0);
+  const double stage = 4 * layer + emb + head;
+  EXPECT_NEAR(m.stages[0].memory.weights.to_double(), 2 * layer * 2 + (emb + head) * 2, 1.0);
+  EXPECT_NEAR(m.stages[0].memory.gradients.to_double(), stage * 4 / 8 + layer * 4 + head * 2, 1.0);
   // Without a separate master (none, or Apex's remainders) FSDP's shard is the 16-bit weight itself:
   // 2 B per local parameter / 8 under weights, beside the gathered layers and the root unit.
   p.master_weights = MasterWeights::kRemainders;
   const MemoryReport r = memory_model(model, p, c, gpu);
-  EXPECT_NEAR(r.stages[0].memory.weights.to_double(), 2 * layer * 2 + emb * 2 + stage0 * 2 / 8, 1.0);
-  EXPECT_NEAR(r.stages[0].memory.optimizer.to_double(), stage0 * (2 + 8) / 8, 1.0);
+  EXPECT_NEAR(r.stages[0].memory.weights.to_double(), 2 * layer * 2 + (emb + head) * 2 + stage * 2 / 8, 1.0);
+  EXPECT_NEAR(r.stages[0].memory.optimizer.to_double(), stage * (2 + 8) / 8, 1.0);
+}
+
+// FSDP under pipeline parallelism (Plan::fsdp_keeps_gathered, PyTorch's pipelining): every layer of the
+// stage stays gathered and its gradients accumulate unsharded in fp32, with one layer's bf16 gradient
+// before it is added in; the shard is the fp32 master with Adam's moments. dp 8, pp 2 (stage 0: 2
+// layers and the embedding; stage 1: 2 layers and the head):
+//   weights = P_stage x 2;  gradients = P_stage x 4 + P_layer x 2;  optimizer = P_stage x (4 + 8) / 8
+// against ZeRO-3 at pp 1 above, which gathers 2 layers and shards the gradients.
+TEST(Memory, FsdpUnderPipelineKeepsLayersGatheredAndGradientsUnsharded) {
+  const ShardedDp8 x = sharded_dp8(Sharding::kZero3, 2);
+  ASSERT_TRUE(x.plan.fsdp_keeps_gathered());
+  Plan p = x.plan;
+  const ModelCosts& c = x.costs;
+  const MemoryReport m = memory_model(x.model, p, c, x.gpu);
+  const double layer = static_cast<double>(c.layer[0].params);
+  const double stage0 = 2 * layer + static_cast<double>(c.pre.params);
+  const double stage1 = 2 * layer + static_cast<double>(c.post.params);
+  for (const auto& [s, params] : {std::pair{0, stage0}, std::pair{1, stage1}}) {
+    const MemoryBreakdown& mb = m.stages[static_cast<size_t>(s)].memory;
+    EXPECT_NEAR(mb.weights.to_double(), params * 2, 1.0) << s;
+    EXPECT_NEAR(mb.gradients.to_double(), params * 4 + layer * 2, 1.0) << s;
+    EXPECT_NEAR(mb.optimizer.to_double(), params * 12 / 8, 1.0) << s;
+  }
+  // bf16 gradients accumulate in place (no second copy); without a master the shard is the bf16 weight.
+  p.grad_bytes = 2;
+  p.master_weights = MasterWeights::kRemainders;
+  const MemoryReport r = memory_model(x.model, p, c, x.gpu);
+  EXPECT_NEAR(r.stages[0].memory.gradients.to_double(), stage0 * 2, 1.0);
+  EXPECT_NEAR(r.stages[0].memory.weights.to_double(), stage0 * 2 + stage0 * 2 / 8, 1.0);
+  // Keeping chosen layers gathered means nothing here: the plan names the conflict.
+  p.unsharded_layers = 1;
+  EXPECT_TRUE(testing::has_key(validate_plan(x.model, p, 16, x.gpu), "unsharded_layers"));
 }
 
 // ZeRO-2 (memory.h): the gradients sharded over dp, plus the unsharded gradient of the layer whose
@@ -403,7 +434,7 @@ TEST(Memory, Zero3RootUnitStaysGatheredWithTheHeadGradient) {
 // dp 8, pp 2 (stage 0: 2 layers and the embedding; stage 1: 2 layers and the head), fp32 gradients:
 //   gradients = P_stage x 4 / 8 + P_layer x 4;   weights = P_stage x 2 (whole, unlike ZeRO-3)
 TEST(Memory, Zero2HoldsItsShardAndTheLayerBeingReduced) {
-  const ShardedPp2 x = sharded_pp2(Sharding::kZero2);
+  const ShardedDp8 x = sharded_dp8(Sharding::kZero2, 2);
   const auto& model = x.model;
   const hw::GpuSpec& gpu = x.gpu;
   Plan p = x.plan;

@@ -567,6 +567,11 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   }
   if (p.bucket_bytes < 1) add("bucket_bytes", fmt::format("bucket size {} must be positive", p.bucket_bytes));
   if (p.fsdp_prefetch < 0) add("fsdp_prefetch", fmt::format("fsdp prefetch {} must be >= 0", p.fsdp_prefetch));
+  if (p.unsharded_layers > 0 && p.fsdp_keeps_gathered()) {
+    add("unsharded_layers", fmt::format("unsharded layers {} with pp={}: FSDP under pipeline parallelism keeps every layer "
+                                        "gathered through the step already (PyTorch's pipelining; docs/training.md)",
+                                        p.unsharded_layers, p.pp));
+  }
   // Last: a wrong degree usually breaks the product too, and the divisibility message says more.
   if (p.gpus() != gpus) {
     add("gpus", fmt::format("dp*tp*pp*cp = {}*{}*{}*{} = {} does not equal gpus={}", p.dp, p.tp, p.pp, p.cp, p.gpus(),

@@ -286,6 +286,16 @@ struct Plan {
   // routed experts' (sharded over expert_shard_size), the rest over shard_size.
   double local_optimizer_params(int64_t params, int64_t expert_params) const;
   bool uneven_stages() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
+  // FSDP (ZeRO-3, HSDP) under pipeline parallelism, as PyTorch's pipelining runs it, the one framework
+  // that combines the two (DeepSpeed's PipelineEngine refuses ZeRO-2/3; Megatron-Bridge states FSDP2
+  // does not work with PP): every backward but a stage's last runs without gradient sync and without
+  // resharding (torch.distributed.pipelining, _PipelineStageBase.backward_maybe_with_nosync; torchtitan
+  // also turns reshard_after_forward off under PP), so each layer's parameters are gathered at its
+  // first forward and stay gathered to the stage's last backward, its gradients accumulate unsharded in
+  // the reduce dtype (FSDP2's unsharded_accumulated_grad, grad_bytes per parameter), and the stage's
+  // post_backward reduce-scatters them all after that last backward. Rather than ZeRO-3's per-layer
+  // gathers and reductions for every micro-batch, the step moves ZeRO-1's bytes once, at both ends.
+  bool fsdp_keeps_gathered() const { return sharding == Sharding::kZero3 && pp > 1; }
   // The dtype of activations, gradients of activations and every kernel outside fp8's GEMMs: fp8
   // training keeps them in bf16 (Transformer Engine quantizes only a GEMM's operands).
   hw::DType activation_dtype() const { return precision == hw::DType::kFp8 ? hw::DType::kBf16 : precision; }

@@ -381,7 +381,10 @@ class Builder {
                     g_.add_stream(false), g_.add_stream(false), g_.add_stream(false)};
     streams_.push_back(st);
     const std::vector<PipelinePass> order = pipeline_order(p_, s);
-    const bool zero3 = p_.sharding == Sharding::kZero3 && group_size(p_, Group::kDpShard) > 1;
+    // FSDP under PP (Plan::fsdp_keeps_gathered) gathers each layer once, at the first forward, and
+    // reduce-scatters the chunk's accumulated gradients once, after its last backward.
+    const bool zero3 = p_.sharding == Sharding::kZero3 && group_size(p_, Group::kDpShard) > 1 && !p_.fsdp_keeps_gathered();
+    const bool kept = p_.fsdp_keeps_gathered() && dp_reduce_;
     // Sharded gradients (ZeRO-2 and -3) are reduce-scattered after every micro-batch's backward, layer
     // by layer: a rank keeps only its shard of the accumulated gradients, so it cannot wait for the last
     // micro-batch as ZeRO-0/1 do (DeepSpeed's stage 2, deepspeedai/DeepSpeed#2252; PyTorch FSDP's
@@ -399,9 +402,12 @@ class Builder {
     // ZeRO-1/2 parameter all-gather overlapped with the first forward pass of each chunk, bucket by
     // bucket (Megatron-Core's overlap_param_gather: a forward pre-hook waits for the bucket that holds
     // a module's parameters; the gathers run back to back on their own stream).
+    // FSDP under PP gathers the same way, unit by unit (its forward pre-hooks; fsdp_units).
     const bool gather_overlap = !zero3 && dp_reduce_ &&
-                                (p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) &&
-                                p_.overlap_param_gather && group_size(p_, Group::kDpShard) > 1;
+                                (((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) &&
+                                  p_.overlap_param_gather) ||
+                                 kept) &&
+                                group_size(p_, Group::kDpShard) > 1;
     std::vector<std::vector<TaskId>> first_forward_layers(static_cast<size_t>(v_));
     for (int32_t c = 0; c < v_; ++c) {
       // One slot per piece: a chunk without layers (Plan::first_stage_layers 0) is one empty piece that
@@ -426,7 +432,7 @@ class Builder {
       // parameter buckets of the first forward, the gradient buckets of the last micro-batch and the
       // offload copies.
       const bool per_layer = zero3 || first_forward || offload_pass || (reduce_each && pass.kind == grad_kind) ||
-                             (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce);
+                             (last_mb && pass.kind == grad_kind && dp_reduce_ && p_.overlap_grad_reduce && !kept);
       const TaskId before_pass = compute_order.empty() ? -1 : compute_order.back();
       std::vector<TaskId>& to_host = offload_pass ? to_host_[idx(s, c, mb)] : no_tasks_;
       if (offload_pass && pass.kind == PassKind::kForward) to_host.assign(static_cast<size_t>(n_layers(s, c)), -1);
@@ -550,7 +556,16 @@ class Builder {
     // Data-parallel gradient reduction (ZeRO-0/1; ZeRO-2's ran above, after every backward) in buckets,
     // and the parameter all-gather (ZeRO-1/2).
     if (!zero3 && dp_reduce_) {
-      if (!reduce_each && p_.overlap_grad_reduce) {
+      if (kept) {
+        // PyTorch's pipelining calls the chunk's post_backward once its last backward has ended: one
+        // reduce-scatter per layer (FSDP unit), back to back.
+        for (int32_t c = 0; c < v_; ++c) {
+          const TaskId after = split ? w_last(s, c) : b_last_[idx(s, c, m_mb_ - 1)];
+          for (const auto& [lo, hi] : fsdp_units(s, c)) {
+            dp_tasks.push_back(reduce_grads(s, st, piece_split(s, c, lo, hi), after, true));
+          }
+        }
+      } else if (!reduce_each && p_.overlap_grad_reduce) {
         // A bucket is reduced once the backward has gone down through its lowest layer.
         for (int32_t c = 0; c < v_; ++c) {
           for (const auto& [lo, hi] : dp_buckets(s, c)) {
@@ -566,7 +581,7 @@ class Builder {
       if (gather_overlap) {
         for (int32_t c = 0; c < v_; ++c) {
           // In forward order: all are ready at step start, and the stream runs them in creation order.
-          const std::vector<std::pair<int64_t, int64_t>> buckets = dp_buckets(s, c);
+          const std::vector<std::pair<int64_t, int64_t>> buckets = kept ? fsdp_units(s, c) : dp_buckets(s, c);
           for (auto b = buckets.rbegin(); b != buckets.rend(); ++b) {
             const auto [lo, hi] = *b;
             const TaskId ag = gather_params(s, st.dp_gather, piece_split(s, c, lo, hi), [&] {
@@ -598,6 +613,16 @@ class Builder {
       }
     }
     return buckets;
+  }
+
+  // FSDP's units of chunk c as layer ranges, one per layer from the top down (as dp_buckets lists its
+  // buckets); a chunk without layers is one unit [0, 0).
+  std::vector<std::pair<int64_t, int64_t>> fsdp_units(int32_t s, int32_t c) const {
+    const int64_t n = n_layers(s, c);
+    if (n == 0) return {{0, 0}};
+    std::vector<std::pair<int64_t, int64_t>> units;
+    for (int64_t i = n - 1; i >= 0; --i) units.emplace_back(i, i + 1);
+    return units;
   }
 
   TaskId w_last(int32_t s, int32_t c) const { return w_last_[idx(s, c, m_mb_ - 1)]; }

@@ -147,11 +147,13 @@ struct HeldOut {
   std::vector<std::pair<std::string, double>> errors;  // each row's GPU and |error|
 };
 // `by_metric`, when given, receives each row's metric and |error| (a table that mixes throughput and memory).
+// `doc_out`, when given, receives the replay's JSON document (each row's predicted value).
 HeldOut replay_held_out(const std::string& file, size_t rows_expected, const std::string& label,
-                        std::vector<std::pair<std::string, double>>* by_metric = nullptr) {
+                        std::vector<std::pair<std::string, double>>* by_metric = nullptr, io::Json* doc_out = nullptr) {
   const char* src = std::getenv("ORRERY_SOURCE_DIR");
   const std::string path = std::string(src != nullptr ? src : ".") + "/data/published/" + file;
   const io::Json doc = replay(path);
+  if (doc_out != nullptr) *doc_out = doc;
   EXPECT_TRUE(doc.contains("rows"));
   if (!doc.contains("rows")) return {};
   const io::Json& rows = doc.at("rows");
@@ -181,6 +183,25 @@ HeldOut replay_held_out(const std::string& file, size_t rows_expected, const std
              "{} predicted not to fit the GPU they ran on\n",
              label, errors.size(), 100 * med, 100 * worst, med <= 0.05 && worst <= 0.12 ? ": met" : ", NOT MET", unfit);
   return {med, worst, unfit, by_gpu};
+}
+
+// A table of throughput and memory rows (replay_held_out's by_metric): the median and worst |error| of
+// each kind, printed against the targets; each kind must have `rows_each` rows.
+struct ByMetric {
+  double tput_median = 1.0, tput_worst = 1.0, mem_median = 1.0, mem_worst = 1.0;
+};
+ByMetric split_by_metric(const std::vector<std::pair<std::string, double>>& by_metric, size_t rows_each) {
+  std::vector<double> tput, mem;
+  for (const auto& [metric, err] : by_metric) (metric == "peak_memory_gib" ? mem : tput).push_back(err);
+  EXPECT_EQ(tput.size(), rows_each);
+  EXPECT_EQ(mem.size(), rows_each);
+  if (tput.empty() || mem.empty()) return {};
+  const ByMetric r{median(tput), *std::max_element(tput.begin(), tput.end()), median(mem),
+                   *std::max_element(mem.begin(), mem.end())};
+  fmt::print("throughput: median {:.1f}%, worst {:.1f}% | memory: median {:.1f}%, worst {:.1f}% (targets 5% / 12%; "
+             "memory 5%)\n",
+             100 * r.tput_median, 100 * r.tput_worst, 100 * r.mem_median, 100 * r.mem_worst);
+  return r;
 }
 
 // Held out: NVIDIA's published NeMo BF16 steps on DGX H100 (data/published/nemo_h100_bf16.csv, cited
@@ -316,20 +337,47 @@ TEST(TrainValidation, ReplaysTorchtitanCompileFloat8CpTpHeldOut) {
   std::vector<std::pair<std::string, double>> by_metric;
   const auto [med, worst, unfit, by_gpu] =
       replay_held_out("torchtitan_h100_2412.csv", 20, "torchtitan 2024-12 rows", &by_metric);
-  std::vector<double> tput, mem;
-  for (const auto& [metric, err] : by_metric) (metric == "peak_memory_gib" ? mem : tput).push_back(err);
-  ASSERT_EQ(tput.size(), 10u);
-  ASSERT_EQ(mem.size(), 10u);
-  const double tput_med = median(tput), tput_worst = *std::max_element(tput.begin(), tput.end());
-  const double mem_med = median(mem), mem_worst = *std::max_element(mem.begin(), mem.end());
-  fmt::print("throughput: median {:.1f}%, worst {:.1f}% | memory: median {:.1f}%, worst {:.1f}% (targets 5% / 12%; "
-             "memory 5%)\n",
-             100 * tput_med, 100 * tput_worst, 100 * mem_med, 100 * mem_worst);
+  const auto [tput_med, tput_worst, mem_med, mem_worst] = split_by_metric(by_metric, 10);
   EXPECT_LE(tput_med, 0.07);
   EXPECT_LE(tput_worst, 0.46);
   EXPECT_LE(mem_med, 0.045);
   EXPECT_LE(mem_worst, 0.15);
   EXPECT_EQ(unfit, 0);
+}
+
+// Held out: torchtitan's Llama 3.1 405B on FSDP 8 x TP 8 x PP 8 (Tables 5 and 6 of the same page;
+// data/published/torchtitan_405b_pp_2412.csv, which states what it reads from torchtitan 9dec370: 8
+// micro-batches, its split points, FSDP under PP as PyTorch's pipelining runs it). Never used to fit
+// anything. Where it stands (2026-11-28, first replay): throughput median 23.3%, worst 45.8% (Q8t; the
+// CP rows at 64K-256K +28% to +46% as on 8 GPUs, the 32K and 8K rows +10% to +19%: with
+// --tp-comm-overlap no those three land within 2%, so the async TP the model takes to be Transformer
+// Engine's pairing hides far more than torchtitan's did, as on the 70B row above); memory median 17.2%,
+// worst 25.3% (the interleaved row -1.6%, the 1F1B rows 12-21 GiB low). Before FSDP under PP was
+// modelled (ZeRO-3's per-micro-batch gathers) the same rows' memory was 41-60% low. The closed form the
+// interleaved row must follow: at m = 8 micro-batches on p = 8 stages, vp 2 shrinks 1F1B's step
+// (m + p - 1)(tf + tb) to (m + (p - 1)/2)(tf + tb), 1.30 times faster; the measured ratio is 128 / 100 =
+// 1.28, and the simulated one must stay within 5% of it.
+TEST(TrainValidation, ReplaysTorchtitan405bPipelineHeldOut) {
+  std::vector<std::pair<std::string, double>> by_metric;
+  io::Json doc;
+  const auto [med, worst, unfit, by_gpu] =
+      replay_held_out("torchtitan_405b_pp_2412.csv", 12, "torchtitan 405B PP rows", &by_metric, &doc);
+  const auto [tput_med, tput_worst, mem_med, mem_worst] = split_by_metric(by_metric, 6);
+  EXPECT_LE(tput_med, 0.24);
+  EXPECT_LE(tput_worst, 0.46);
+  EXPECT_LE(mem_med, 0.18);
+  EXPECT_LE(mem_worst, 0.26);
+  EXPECT_EQ(unfit, 0);
+  double one_f_one_b = 0.0, interleaved = 0.0;
+  for (const io::Json& r : doc.at("rows")) {
+    if (r.at("id") == "S1t") one_f_one_b = r.at("predicted").get<double>();
+    if (r.at("id") == "S2t") interleaved = r.at("predicted").get<double>();
+  }
+  ASSERT_GT(one_f_one_b, 0.0);
+  const double ratio = interleaved / one_f_one_b;
+  fmt::print("interleaved / 1F1B: simulated {:.3f}, measured {:.3f}, closed form {:.3f}\n", ratio, 128.0 / 100.0,
+             (8.0 + 7.0) / (8.0 + 3.5));
+  EXPECT_NEAR(ratio, 1.28, 0.05 * 1.28);
 }
 
 // Held out: Megatron-Bridge's FP8 throughput (NeMo 25.11) on DGX H100, DGX B200 and GB200 NVL72

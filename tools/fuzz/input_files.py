@@ -37,8 +37,9 @@ with open(os.path.join(ROOT,'data/published/nemo_h100_bf16.csv'),encoding='utf-8
     for line in f:
         if line.startswith('id,') or line.startswith('N1,') or line.startswith('N4,'): o.write(line)
 # The optional columns of the Llama 3 and torchtitan tables (stage layers 0, cp_comm_type, tp_comm_overlap,
-# fp8_recipe): their header and two rows each.
-for name, ids, dst in (('llama3_405b_meta.csv', ('L1,', 'L3,'), 'llama3.csv'), ('torchtitan_h100_2412.csv', ('P2t,', 'DAt,'), 'tt.csv')):
+# fp8_recipe, FSDP under PP with uneven stages): their header and two rows each.
+for name, ids, dst in (('llama3_405b_meta.csv', ('L1,', 'L3,'), 'llama3.csv'), ('torchtitan_h100_2412.csv', ('P2t,', 'DAt,'), 'tt.csv'),
+                       ('torchtitan_405b_pp_2412.csv', ('S2t,', 'Q2m,'), 'tt405.csv')):
     with open(os.path.join(ROOT,'data/published/'+name),encoding='utf-8') as f, open(S+dst,'w',encoding='utf-8') as o:
         for line in f:
             if line.startswith('id,') or line.startswith(ids): o.write(line)
