@@ -684,7 +684,8 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--precision", a->precision, "bf16 | fp16 | fp8")->capture_default_str();
   c->add_option("--dp-sharding", a->dp_sharding, "none | distopt (zero1) | zero2 | fsdp (zero3) | hsdp")->capture_default_str();
   c->add_option("--shard-group", a->shard_group, "HSDP: DP ranks per shard group (0 = all)");
-  c->add_option("--unsharded-layers", a->unsharded_layers, "ZeRO-3: layers kept gathered per pipeline rank");
+  c->add_option("--unsharded-layers", a->unsharded_layers,
+                 "ZeRO-3 without PP: layers kept gathered (with --pp > 1 FSDP keeps every layer gathered, as PyTorch's pipelining does)");
   c->add_option("--fsdp-prefetch", a->fsdp_prefetch, "ZeRO-3: layers all-gathered ahead")->capture_default_str();
   c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (default 1f1b; interleaved with --vp > 1)");
   c->add_option("--flash-attention", a->flash, "fused attention: yes | no")->capture_default_str();
