@@ -309,6 +309,7 @@ assert km["gradients"] - dm["gradients"] == 2 * (4096 * (4096 + 2 * 1024 + 4096)
 assert fm["weights"] < km["weights"] and fm["gradients"] < km["gradients"]
 PY
 then pass=$((pass+1)); else echo "FAIL fsdp-under-pp"; fail=$((fail+1)); fi
+expect fsdp-pp-header 0 "dp sharding zero3 .fsdp2, layers kept gathered under PP." -- "${pp2[@]}" --dp-sharding fsdp
 expect fsdp-pp-unsharded 2 "unsharded_layers: unsharded layers 2 with pp=2: FSDP under pipeline parallelism keeps every layer" -- "${pp2[@]}" --dp-sharding fsdp --unsharded-layers 2
 
 # --cp-comm-type (train/plan.h, CpComm): an all-gather before the attention and a reduce-scatter after its

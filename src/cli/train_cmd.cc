@@ -512,7 +512,11 @@ void run_train(Context& ctx, const TrainArgs& a) {
                            : std::string();
   // The data-parallel sharding, with ZeRO-3's implementation and HSDP's shard group.
   std::string sharding(tr::sharding_name(plan.sharding));
-  if (plan.sharding == tr::Sharding::kZero3) sharding += fmt::format(" ({})", tr::fsdp_impl_name(plan.fsdp_impl));
+  // Under PP, FSDP keeps its layers gathered to the stage's last backward (Plan::fsdp_keeps_gathered).
+  if (plan.sharding == tr::Sharding::kZero3) {
+    sharding += fmt::format(" ({}{})", tr::fsdp_impl_name(plan.fsdp_impl),
+                            plan.fsdp_keeps_gathered() ? ", layers kept gathered under PP" : "");
+  }
   if (plan.shard_group > 1 && plan.shard_group < plan.dp) sharding += fmt::format(", shard groups of {}", plan.shard_group);
   // Context parallelism's exchange where it is not the ring (CpComm).
   std::string cp_comm = plan.cp > 1 && plan.cp_comm != tr::CpComm::kP2p

@@ -496,6 +496,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"shard_group", p.shard_group},
                   {"unsharded_layers", p.unsharded_layers},
                   {"fsdp_impl", train::fsdp_impl_name(p.fsdp_impl)},
+                  {"fsdp_keeps_gathered", p.fsdp_keeps_gathered()},
                   {"cp_comm_type", train::cp_comm_name(p.cp_comm)},
                   {"cp_a2a_size", p.cp_a2a},
                   {"recompute", train::recompute_name(p.recompute)},

@@ -178,6 +178,10 @@ PAIRS = {
               lambda a, b: same_flops(a, b) and tensors(b) <= tensors(a), True),
     'zero2 step': (['--dp-sharding', 'zero1'], ['--dp-sharding', 'zero2'],
                    lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
+    # Under PP, FSDP keeps its layers gathered and accumulates unsharded gradients (Plan::fsdp_keeps_gathered):
+    # the distributed optimizer's tensors and more.
+    'fsdp under pp': (['--dp-sharding', 'distopt'], ['--dp-sharding', 'fsdp'],
+                      lambda a, b: same_flops(a, b) and (a['plan']['pp'] == 1 or tensors(a) <= tensors(b)), True),
     'dropout': (['--attention-dropout', '0'], ['--attention-dropout', '0.1'], same_work, True),
     'dropout step': (['--attention-dropout', '0'], ['--attention-dropout', '0.1'],
                      lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
