@@ -312,6 +312,27 @@ then pass=$((pass+1)); else echo "FAIL fsdp-under-pp"; fail=$((fail+1)); fi
 expect fsdp-pp-header 0 "dp sharding zero3 .fsdp2, layers kept gathered under PP." -- "${pp2[@]}" --dp-sharding fsdp
 expect fsdp-pp-unsharded 2 "unsharded_layers: unsharded layers 2 with pp=2: FSDP under pipeline parallelism keeps every layer" -- "${pp2[@]}" --dp-sharding fsdp --unsharded-layers 2
 
+# memory_by_stage: every pipeline stage's peak. llama3-8b on dp 4 x pp 4 (1F1B, m = 8): stage s's first
+# rank is s x tp x cp x dp = 4 s, it holds 32 / 4 = 8 layers and min(p - s, m) = 4 - s micro-batches in
+# flight (Narayanan et al.'s 1F1B warm-up); each total is its categories' sum, the largest is the peak,
+# and the peak stage's categories are the top-level `memory`. The table prints with pp > 1 only.
+st=(train --model llama3-8b --gpu h100-sxm --gpus 16 --pp 4 --gbs 32 --seq 4096)
+if python3 - "$("$bin" --json "${st[@]}")" <<'PY' 2>/dev/null
+import json, sys
+d = json.loads(sys.argv[1])
+stages = d["memory_by_stage"]
+assert [x["stage"] for x in stages] == [0, 1, 2, 3]
+assert [x["first_rank"] for x in stages] == [0, 4, 8, 12]
+assert all(x["layers"] == 8 for x in stages)
+assert [x["inflight_microbatches"] for x in stages] == [4, 3, 2, 1]
+assert all(x["total_bytes"] == sum(x["memory"].values()) for x in stages)
+assert max(x["total_bytes"] for x in stages) == d["peak_memory_bytes"]
+assert stages[d["peak_stage"]]["memory"] == d["memory"]
+PY
+then pass=$((pass+1)); else echo "FAIL memory-by-stage"; fail=$((fail+1)); fi
+expect memory-by-stage-table 0 "memory by pipeline stage" -- "${st[@]}"
+if "$bin" "${st[@]/--pp/--tp}" | grep -q "memory by pipeline stage"; then echo "FAIL memory-by-stage-pp1"; fail=$((fail+1)); else pass=$((pass+1)); fi
+
 # --cp-comm-type (train/plan.h, CpComm): an all-gather before the attention and a reduce-scatter after its
 # backward, neither overlapped, cannot take less exposed CP time than the ring, whose transfers hide behind
 # the attention kernels (LayerCosts.ContextParallelExchangesFollowTheirCommType derives both); the run

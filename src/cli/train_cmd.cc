@@ -413,12 +413,17 @@ void run_train(Context& ctx, const TrainArgs& a) {
     io::write_file_atomic(a.trace_out, chrome_trace(r, plan, opt.step.trace_stages, opt.memory));
   }
 
+  // A stage's memory by category, in the order of the documented `memory` keys.
+  const auto categories = [](const tr::MemoryBreakdown& b) {
+    return std::vector<std::pair<std::string, Bytes>>{
+        {"weights", b.weights},         {"gradients", b.gradients}, {"optimizer", b.optimizer},
+        {"activations", b.activations}, {"temporary", b.temporary}, {"communication", b.communication},
+        {"cuda_context", b.context},    {"allocator", b.allocator}};
+  };
+  const int64_t stage_stride = tr::group_stride(plan, tr::Group::kPp);
   const tr::StageMemory& ps = r.memory.stages[static_cast<size_t>(r.memory.peak_stage)];
   const tr::MemoryBreakdown& mb = ps.memory;
-  const std::vector<std::pair<std::string, Bytes>> mem = {
-      {"weights", mb.weights},         {"gradients", mb.gradients},         {"optimizer", mb.optimizer},
-      {"activations", mb.activations}, {"temporary", mb.temporary},         {"communication", mb.communication},
-      {"cuda_context", mb.context},    {"allocator", mb.allocator}};
+  const std::vector<std::pair<std::string, Bytes>> mem = categories(mb);
   if (ctx.global.json) {
     Json j = envelope("train");
     j["model"] = model.name;
@@ -494,6 +499,20 @@ void run_train(Context& ctx, const TrainArgs& a) {
       layers.push_back(Json{{"layer", l.layer}, {"model_states", l.model_states.count()}, {"activations", l.activations.count()}});
     }
     j["memory_by_layer"] = layers;
+    // Every pipeline stage's peak (the footnote of torchtitan's benchmark: PP ranks peak differently).
+    Json stages = Json::array();
+    for (const tr::StageMemory& st : r.memory.stages) {
+      Json sm = Json::object();
+      for (const auto& [k, v] : categories(st.memory)) sm[k] = v.count();
+      stages.push_back(Json{{"stage", st.stage},
+                            {"first_rank", st.stage * stage_stride},
+                            {"layers", st.layers},
+                            {"inflight_microbatches", st.inflight_microbatches},
+                            {"total_bytes", st.memory.total().count()},
+                            {"host_bytes", st.host.count()},
+                            {"memory", sm}});
+    }
+    j["memory_by_stage"] = stages;
     Json samples = Json::array();
     for (const tr::MemorySample& x : r.memory_timeline) {
       samples.push_back(Json{{"t_s", x.time.to_seconds()},
@@ -605,6 +624,19 @@ void run_train(Context& ctx, const TrainArgs& a) {
     i = j;
   }
   if (!pl.empty()) ctx.out << bl.render() << "\n";
+  if (plan.pp > 1) {
+    // Every stage's peak: the first holds the most micro-batches in flight, the last the loss.
+    Table bs({"stage", "first rank", "layers", "in flight", "model states", "activations", "temporary", "other", "total"},
+             "memory by pipeline stage (GiB; in flight: micro-batches' activations held at the stage's peak)");
+    for (const tr::StageMemory& st : r.memory.stages) {
+      const tr::MemoryBreakdown& b = st.memory;
+      bs.add_row({fmt::format("{}{}", st.stage, st.stage == r.memory.peak_stage ? " (peak)" : ""),
+                  std::to_string(st.stage * stage_stride), std::to_string(st.layers),
+                  fmt::format("{:.2f}", st.inflight_microbatches), gib(b.weights + b.gradients + b.optimizer),
+                  gib(b.activations), gib(b.temporary), gib(b.communication + b.context + b.allocator), gib(b.total())});
+    }
+    ctx.out << bs.render() << "\n";
+  }
   ctx.out << memory_profile(r.memory_timeline, r.step.step_time, r.memory.peak_stage, 8).render() << "\n";
   Table t({"time", "s", "share"}, fmt::format("step time by category (stage {})", r.step.breakdown_stage));
   for (size_t i = 0; i < tr::kNumTimeCategories; ++i) {
