@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "train/allocator_trace.h"
+#include "train/schedule.h"
 
 namespace orrery::train {
 namespace {
@@ -11,6 +12,55 @@ double d(int64_t v) { return static_cast<double>(v); }
 
 Bytes scaled(int64_t params, double bytes_per_param) {
   return Bytes::from_double(static_cast<double>(params) * bytes_per_param);
+}
+
+// The interleaved schedule's micro-batches held per chunk at the instant stage s holds the most
+// activations, `resident[c]` bytes per micro-batch of chunk c. Chunks differ (the first carries the
+// embedding's output, the last the loss's softmax, uneven end chunks their layers), and the in-flight
+// count min(2(p - s - 1) + (v - 1) n + 1, m v) is of chunks, not of each chunk's micro-batches: the last
+// stage holds n of chunk 0 and one of its last chunk, whose loss it runs next. Walks the order
+// (train/schedule.h): the warm-up's forwards, then forward warm + j before backward j; the most is held
+// after some forward (or, without a steady phase, after the warm-up). While both walk whole groups of n v
+// table entries the held mix repeats every n v steps, so the walk covers the first n v steps and those
+// from where the forwards near the last group: O(n v) steps, O(v) to start each range.
+std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::vector<int64_t>& resident) {
+  const int64_t v = p.vp, total = p.microbatches() * v, warm = interleaved_warmup(p, s);
+  const int64_t steps = total - warm, period = p.microbatch_group_size() * v;
+  const int64_t whole = (p.microbatches() / p.microbatch_group_size()) * period;  // entries in whole groups
+  std::vector<int64_t> held(static_cast<size_t>(v), 0);
+  int64_t sum = 0;
+  // The mix after forward `f` entries and `b` backwards.
+  auto set = [&](int64_t f, int64_t b) {
+    sum = 0;
+    for (int32_t c = 0; c < v; ++c) {
+      held[static_cast<size_t>(c)] =
+          interleaved_count(p, f, c) - interleaved_count(p, b, static_cast<int32_t>(v - 1 - c));
+      sum += held[static_cast<size_t>(c)] * resident[static_cast<size_t>(c)];
+    }
+  };
+  auto add = [&](int64_t c, int64_t by) {
+    held[static_cast<size_t>(c)] += by;
+    sum += by * resident[static_cast<size_t>(c)];
+  };
+  set(warm, 0);
+  std::vector<int64_t> best = held;
+  int64_t best_sum = sum;
+  auto walk = [&](int64_t from, int64_t to) {
+    if (from >= to) return;
+    set(warm + from, from);
+    for (int64_t j = from; j < to; ++j) {
+      add(interleaved_chunk(p, warm + j), 1);
+      if (sum > best_sum) {
+        best_sum = sum;
+        best = held;
+      }
+      add(v - 1 - interleaved_chunk(p, j), -1);
+    }
+  };
+  const int64_t first = std::min(steps, period);
+  walk(0, first);
+  walk(std::max(first, whole - warm), steps);
+  return {best.begin(), best.end()};
 }
 
 }  // namespace
@@ -148,8 +198,18 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       off_layers = st.layers;
     }
     st.offload_held = off_layers > 0 ? std::min(st.inflight_microbatches, 2.0 / d(off_layers)) : 0.0;
-    mb.activations = Bytes::from_double((act_mb - act_off_mb).to_double() * st.inflight_microbatches +
-                                        act_off_mb.to_double() * st.offload_held);
+    // What stays on the GPU of each chunk, held per chunk (interleaved: at the peak's mix of chunks).
+    st.chunk_inflight.assign(static_cast<size_t>(p.vp), st.inflight_microbatches);
+    if (p.schedule == Schedule::kInterleaved && p.vp > 1) {
+      std::vector<int64_t> resident(static_cast<size_t>(p.vp));
+      for (size_t c = 0; c < resident.size(); ++c) resident[c] = (st.chunk_activations[c] - st.chunk_offloaded[c]).count();
+      st.chunk_inflight = interleaved_peak_held(p, s, resident);
+    }
+    double resident_held = 0.0;
+    for (size_t c = 0; c < st.chunk_inflight.size(); ++c) {
+      resident_held += (st.chunk_activations[c] - st.chunk_offloaded[c]).to_double() * st.chunk_inflight[c];
+    }
+    mb.activations = Bytes::from_double(resident_held + act_off_mb.to_double() * st.offload_held);
     // On the host: every in-flight micro-batch's offloaded activations (pinned buffers for all of them,
     // the two layers' worth being copied included), and the optimizer's host share with the gradients
     // of its parameters, copied down each step.
@@ -199,7 +259,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       const LayerCost& lc = c.layer[static_cast<size_t>(l)];
       const int64_t offset = range.offset + i;
       const Bytes a = p.recomputes_layer(offset) ? lc.act_input : lc.saved_activations(p.recompute);
-      const double held = p.offloads_layer(offset) ? ps.offload_held : ps.inflight_microbatches;
+      const double held = p.offloads_layer(offset) ? ps.offload_held : ps.chunk_inflight[static_cast<size_t>(v)];
       r.peak_layers.push_back(LayerMemory{l, Bytes::from_double(per_param * d(lc.params)), Bytes::from_double(a.to_double() * held)});
     }
   }

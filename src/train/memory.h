@@ -93,6 +93,9 @@ struct StageMemory {
   int64_t params = 0;              // parameters on one rank of the stage
   int64_t expert_params = 0;       // of them, routed experts' (LayerCost::expert_params)
   double inflight_microbatches = 0;  // micro-batches' worth of the stage's activations held at peak
+  // Of them, each virtual chunk's micro-batches held when the stage holds the most activations (one
+  // entry, inflight_microbatches, without interleaving): interleaved_peak_held in memory.cc.
+  std::vector<double> chunk_inflight;
   std::vector<Bytes> chunk_activations;  // one micro-batch's saved activations per virtual chunk (vp)
   std::vector<Bytes> chunk_offloaded;    // of those, the part that goes to host memory (activation offload)
   double offload_held = 0;  // micro-batches' worth of the offloaded part held at peak (two layers' in flight)

@@ -9,6 +9,7 @@
 #include "compute/compute_model.h"
 #include "train/comm_model.h"
 #include "train/layer_costs.h"
+#include "train/schedule.h"
 
 namespace orrery::train {
 namespace {
@@ -475,3 +476,49 @@ TEST(Memory, Zero2HoldsItsShardAndTheLayerBeingReduced) {
 
 }  // namespace
 }  // namespace orrery::train
+
+namespace orrery::train {
+namespace {
+
+// The interleaved peak, by definition: walk the stage's program order (train/schedule.h), adding a
+// chunk's activations when its forward runs and removing them when its backward does, and keep the most.
+// The memory model's O(n v) walk (memory.cc, interleaved_peak_held) must agree on every stage, with
+// whole and partial micro-batch groups, uneven end chunks (the first holds the embedding alone) and
+// the loss on the last chunk.
+TEST(Memory, InterleavedPeakFollowsTheProgramOrder) {
+  const model::ModelSpec model = model::ModelSpec::llama({24, 1024, 8, 8, 4096, 32000, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  struct Case {
+    int64_t p, v, m, n, first;
+  };
+  // n 0: the default, pp. Megatron's rule holds in each: pp <= n <= m, the last group 0 or at least pp.
+  for (const Case& x : {Case{4, 2, 8, 0, -1}, Case{4, 3, 12, 0, -1}, Case{2, 2, 5, 3, -1}, Case{4, 2, 10, 5, -1},
+                        Case{4, 2, 16, 0, 0}, Case{2, 3, 8, 3, -1}, Case{3, 2, 11, 4, -1}, Case{2, 2, 20, 3, -1},
+                        Case{4, 2, 40, 6, -1}, Case{4, 3, 64, 0, -1}}) {
+    Plan p;
+    p.pp = x.p;
+    p.vp = x.v;
+    p.schedule = Schedule::kInterleaved;
+    p.gbs = x.m;
+    p.seq = 2048;
+    p.microbatch_group = x.n;
+    p.first_stage_layers = x.first;
+    const ModelCosts c = model_costs(model, p, compute::ComputeModel(gpu), NoComm{});
+    const MemoryReport r = memory_model(model, p, c, gpu);
+    for (int64_t s = 0; s < p.pp; ++s) {
+      const StageMemory& st = r.stages[static_cast<size_t>(s)];
+      double held = 0.0, most = 0.0;
+      for (const PipelinePass& pass : pipeline_order(p, s)) {
+        const double a = st.chunk_activations[static_cast<size_t>(pass.chunk)].to_double();
+        held += pass.kind == PassKind::kForward ? a : -a;
+        most = std::max(most, held);
+      }
+      EXPECT_NEAR(st.memory.activations.to_double(), most, 1.0)
+          << "p " << x.p << " v " << x.v << " m " << x.m << " n " << x.n << " stage " << s;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace orrery::train
+

@@ -92,6 +92,27 @@ TEST(MemoryTimeline, InterleavedHoldsMegatronsWarmUpPlusOneChunks) {
   }
 }
 
+// Interleaved chunks differ: the last stage's last chunk carries the loss's saved softmax. p = 4, v = 2,
+// m = 8 (groups of n = 4): stage 3 runs 4 warm-up forwards of chunk 0, then pairs forward 4 + k with
+// backward k over the table (entry k's chunks reversed): F(c1 mb0) B(c1 mb0) ... F(c1 mb3) B(c1 mb3),
+// F(c0 mb4) B(c0 mb4), ... So it holds at most 4 of chunk 0 and 1 of chunk 1 (or 5 of chunk 0, less, as
+// a1 > a0): 4 a0 + a1 of activations, not the average count's (4 + 1)/2 (a0 + a1). The timeline, which
+// replays the simulated passes, reaches the same. Stage 0 holds 6 + 4 + 1 = 11 chunks in all, as before.
+TEST(MemoryTimeline, InterleavedLastStageHoldsOneLossChunkAtItsPeak) {
+  const Simulated r = run(Schedule::kInterleaved, 4, 8, 2);
+  const StageMemory& last = r.memory.stages[3];
+  const double a0 = last.chunk_activations[0].to_double(), a1 = last.chunk_activations[1].to_double();
+  ASSERT_GT(a1, a0);
+  EXPECT_EQ(last.chunk_inflight, (std::vector<double>{4, 1}));
+  EXPECT_NEAR(last.memory.activations.to_double(), 4 * a0 + a1, 1.0);
+  const std::vector<double>& first = r.memory.stages[0].chunk_inflight;
+  EXPECT_EQ(first[0] + first[1], 11.0);
+  const std::vector<MemorySample> t = memory_timeline(plan_of(Schedule::kInterleaved, 4, 8, 2), r.memory, 3, r.step.passes);
+  Bytes most;
+  for (const MemorySample& x : t) most = std::max(most, x.activations);
+  EXPECT_NEAR(most.to_double(), last.memory.activations.to_double(), 1.0);
+}
+
 // ZB-H1 as scheduled (train/schedule.h): stage s runs W of micro-batch j after B of micro-batch j + s,
 // and the timeline frees a micro-batch's activations after its W. While B(k) runs, micro-batches
 // k - s .. k - 1 wait for their W and k .. k + p - s - 1 have run their forward: p in all, on every

@@ -50,18 +50,9 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       // Megatron-Core's schedule table (get_schedule_table): groups of n micro-batches, each group on
       // chunk 0, then chunk 1, ...; the last group takes what is left. Backward walks the same table
       // with the chunks reversed.
-      const auto n = static_cast<int32_t>(plan.microbatch_group_size());
-      std::vector<std::pair<int32_t, int32_t>> table;  // (micro-batch, chunk)
-      table.reserve(static_cast<size_t>(total));
-      for (int32_t lo = 0; lo < m; lo += n) {
-        const int32_t hi = lo + n >= m ? m : lo + n;
-        for (int32_t c = 0; c < v; ++c) {
-          for (int32_t mb = lo; mb < hi; ++mb) table.emplace_back(mb, c);
-        }
-      }
-      auto f = [&](int32_t k) { fwd(table[static_cast<size_t>(k)].first, table[static_cast<size_t>(k)].second); };
-      auto b = [&](int32_t k) { bwd(table[static_cast<size_t>(k)].first, v - 1 - table[static_cast<size_t>(k)].second); };
-      const int32_t warm = v == 1 ? std::min(p - s - 1, total) : std::min(2 * (p - s - 1) + (v - 1) * n, total);
+      auto f = [&](int32_t k) { fwd(interleaved_microbatch(plan, k), interleaved_chunk(plan, k)); };
+      auto b = [&](int32_t k) { bwd(interleaved_microbatch(plan, k), v - 1 - interleaved_chunk(plan, k)); };
+      const auto warm = static_cast<int32_t>(interleaved_warmup(plan, s));
       for (int32_t k = 0; k < warm; ++k) f(k);
       for (int32_t j = 0; j < total - warm; ++j) {
         f(warm + j);
@@ -72,6 +63,48 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
     }
   }
   return out;
+}
+
+namespace {
+
+// Entry k's group: its first entry, its first micro-batch and its size in micro-batches.
+struct TableGroup {
+  int64_t first_entry = 0;
+  int64_t first_microbatch = 0;
+  int64_t size = 0;
+};
+TableGroup table_group(const Plan& plan, int64_t k) {
+  const int64_t m = plan.microbatches(), n = plan.microbatch_group_size(), v = plan.vp;
+  const int64_t full = m / n;  // groups of n; a last one of m - full n if that is not 0
+  const int64_t g = std::min(k / (n * v), full);
+  return TableGroup{g * n * v, g * n, g < full ? n : m - full * n};
+}
+
+}  // namespace
+
+int32_t interleaved_chunk(const Plan& plan, int64_t k) {
+  const TableGroup g = table_group(plan, k);
+  return static_cast<int32_t>((k - g.first_entry) / g.size);
+}
+
+int64_t interleaved_count(const Plan& plan, int64_t k, int32_t c) {
+  const int64_t m = plan.microbatches(), n = plan.microbatch_group_size(), v = plan.vp;
+  const int64_t full = m / n;
+  const int64_t g = std::min(k / (n * v), full);
+  const int64_t rest = k - g * n * v;  // into group g
+  const int64_t size = g < full ? n : m - full * n;
+  return g * n + std::clamp<int64_t>(rest - c * size, 0, size);
+}
+
+int32_t interleaved_microbatch(const Plan& plan, int64_t k) {
+  const TableGroup g = table_group(plan, k);
+  return static_cast<int32_t>(g.first_microbatch + (k - g.first_entry) % g.size);
+}
+
+int64_t interleaved_warmup(const Plan& plan, int64_t stage) {
+  const int64_t total = plan.microbatches() * plan.vp, p = plan.pp;
+  return plan.vp == 1 ? std::min(p - stage - 1, total)
+                      : std::min(2 * (p - stage - 1) + (plan.vp - 1) * plan.microbatch_group_size(), total);
 }
 
 }  // namespace orrery::train

@@ -38,4 +38,15 @@ struct PipelinePass {
 // Program order of stage `stage` (0-based), W passes included for ZB-H1. REQUIRES: a valid plan.
 std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage);
 
+// The interleaved order's table (Megatron-Core's get_schedule_table), O(1) per entry: the model chunk
+// and micro-batch of entry k, 0 <= k < m v (groups of n micro-batches, each group on chunk 0, then 1,
+// ...; the last group takes what is left), and the forwards stage `stage` runs before its first
+// backward. Forward j walks entry j; backward j runs entry j's micro-batch on chunk v - 1 - chunk.
+// REQUIRES: a valid plan with the interleaved schedule.
+int32_t interleaved_chunk(const Plan& plan, int64_t k);
+// The entries before entry k (0 <= k <= m v) that run chunk c: n per whole group of n v entries.
+int64_t interleaved_count(const Plan& plan, int64_t k, int32_t c);
+int32_t interleaved_microbatch(const Plan& plan, int64_t k);
+int64_t interleaved_warmup(const Plan& plan, int64_t stage);
+
 }  // namespace orrery::train

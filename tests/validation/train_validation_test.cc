@@ -352,7 +352,7 @@ TEST(TrainValidation, ReplaysTorchtitanCompileFloat8CpTpHeldOut) {
 // CP rows at 64K-256K +28% to +46% as on 8 GPUs, the 32K and 8K rows +10% to +19%: with
 // --tp-comm-overlap no those three land within 2%, so the async TP the model takes to be Transformer
 // Engine's pairing hides far more than torchtitan's did, as on the 70B row above); memory median 17.2%,
-// worst 25.3% (the interleaved row -1.6%, the 1F1B rows 12-21 GiB low). Before FSDP under PP was
+// worst 25.3% (the interleaved row -10.3%, the 1F1B rows 12-21 GiB low). Before FSDP under PP was
 // modelled (ZeRO-3's per-micro-batch gathers) the same rows' memory was 41-60% low. The closed form the
 // interleaved row must follow: at m = 8 micro-batches on p = 8 stages, vp 2 shrinks 1F1B's step
 // (m + p - 1)(tf + tb) to (m + (p - 1)/2)(tf + tb), 1.30 times faster; the measured ratio is 128 / 100 =
