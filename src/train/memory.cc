@@ -202,12 +202,12 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     st.chunk_inflight.assign(static_cast<size_t>(p.vp), st.inflight_microbatches);
     if (p.schedule == Schedule::kInterleaved && p.vp > 1) {
       std::vector<int64_t> resident(static_cast<size_t>(p.vp));
-      for (size_t c = 0; c < resident.size(); ++c) resident[c] = (st.chunk_activations[c] - st.chunk_offloaded[c]).count();
+      for (size_t ch = 0; ch < resident.size(); ++ch) resident[ch] = (st.chunk_activations[ch] - st.chunk_offloaded[ch]).count();
       st.chunk_inflight = interleaved_peak_held(p, s, resident);
     }
     double resident_held = 0.0;
-    for (size_t c = 0; c < st.chunk_inflight.size(); ++c) {
-      resident_held += (st.chunk_activations[c] - st.chunk_offloaded[c]).to_double() * st.chunk_inflight[c];
+    for (size_t ch = 0; ch < st.chunk_inflight.size(); ++ch) {
+      resident_held += (st.chunk_activations[ch] - st.chunk_offloaded[ch]).to_double() * st.chunk_inflight[ch];
     }
     mb.activations = Bytes::from_double(resident_held + act_off_mb.to_double() * st.offload_held);
     // On the host: every in-flight micro-batch's offloaded activations (pinned buffers for all of them,
