@@ -22,7 +22,7 @@ class Trace {
     first_ = s_ == 0;
     last_ = s_ == p_.pp - 1;
     // FSDP under PP holds its layers gathered and their gradients unsharded, as ZeRO-1 does (memory.cc).
-    zero3_ = p_.sharding == Sharding::kZero3 && !p_.fsdp_keeps_gathered();
+    zero3_ = p_.fsdp_reshards();
     offload_all_ = p_.activation_offload && p_.offload_layers < 0;
     gpu_optimizer_ = 1.0 - p_.host_optimizer_share();
     // Layers per chunk and what each saves; the first recompute_layers of the stage are fully

@@ -69,9 +69,10 @@ MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryCo
   // What ZeRO shards is held for the rank's shard only: its local parameters (the dense ones over
   // shard_size ranks, the routed experts' over expert_shard_size; all of them unsharded).
   const double all = d(params), local = p.local_optimizer_params(params, expert_params);
-  const bool grads_sharded = p.sharding == Sharding::kZero2 || p.sharding == Sharding::kZero3;
+  // FSDP under PP holds its parameters gathered and its gradients unsharded (Plan::fsdp_keeps_gathered).
+  const bool grads_sharded = p.sharding == Sharding::kZero2 || p.fsdp_reshards();
   MemoryBreakdown m;
-  m.weights = Bytes::from_double(d(k.weight_bytes) * (p.sharding == Sharding::kZero3 ? local : all));
+  m.weights = Bytes::from_double(d(k.weight_bytes) * (p.fsdp_reshards() ? local : all));
   m.gradients = Bytes::from_double(d(p.grad_bytes) * (grads_sharded ? local : all));
   m.optimizer = Bytes::from_double(d(p.master_bytes() + p.moment_bytes()) * local * (1.0 - p.host_optimizer_share()));
   return m;
@@ -83,10 +84,7 @@ double inflight_microbatches(const Plan& p, int64_t s) {
     case Schedule::kGpipe: return d(m);
     case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));
     case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
-    case Schedule::kInterleaved: {
-      const int64_t chunks = std::min(2 * (p.pp - s - 1) + (p.vp - 1) * p.microbatch_group_size() + 1, m * p.vp);
-      return d(chunks) / d(p.vp);
-    }
+    case Schedule::kInterleaved: return d(std::min(interleaved_warmup(p, s) + 1, m * p.vp)) / d(p.vp);
   }
   return d(m);
 }
@@ -159,16 +157,13 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     MemoryBreakdown& mb = st.memory;
     mb = model_state_memory(st.params, p, k, st.expert_params);
     if (p.fsdp_keeps_gathered()) {
-      // FSDP under PP (Plan::fsdp_keeps_gathered): every layer's 16-bit parameters gathered from its
-      // first forward to the stage's last backward, and its gradients accumulated unsharded in the
-      // reduce dtype, with one layer's 16-bit gradient from its backward until it is added in; the
-      // sharded gradients replace them only at the end. The shard is the fp32 master (under optimizer),
-      // or without one the 16-bit parameter itself.
-      mb.weights = scaled(st.params, d(k.weight_bytes));
+      // FSDP under PP (Plan::fsdp_keeps_gathered; model_state_memory holds every layer's 16-bit
+      // parameters and unsharded gradients): one layer's 16-bit gradient from its backward until it is
+      // added into the reduce dtype's; the sharded gradients replace them only at the end. The shard is
+      // the fp32 master (under optimizer), or without one the 16-bit parameter itself.
       if (!p.separate_master()) {
         mb.weights += Bytes::from_double(d(k.weight_bytes) * p.local_optimizer_params(st.params, st.expert_params));
       }
-      mb.gradients = scaled(st.params, d(p.grad_bytes));
       if (p.grad_bytes != k.weight_bytes) mb.gradients += scaled(max_layer_params, d(k.weight_bytes));
     } else if (p.sharding == Sharding::kZero3) {
       // FSDP: the sharded parameter is the fp32 master (under optimizer); bf16 copies of the layers
@@ -199,16 +194,12 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     }
     st.offload_held = off_layers > 0 ? std::min(st.inflight_microbatches, 2.0 / d(off_layers)) : 0.0;
     // What stays on the GPU of each chunk, held per chunk (interleaved: at the peak's mix of chunks).
-    st.chunk_inflight.assign(static_cast<size_t>(p.vp), st.inflight_microbatches);
-    if (p.schedule == Schedule::kInterleaved && p.vp > 1) {
-      std::vector<int64_t> resident(static_cast<size_t>(p.vp));
-      for (size_t ch = 0; ch < resident.size(); ++ch) resident[ch] = (st.chunk_activations[ch] - st.chunk_offloaded[ch]).count();
-      st.chunk_inflight = interleaved_peak_held(p, s, resident);
-    }
+    std::vector<int64_t> resident(static_cast<size_t>(p.vp));
+    for (size_t ch = 0; ch < resident.size(); ++ch) resident[ch] = (st.chunk_activations[ch] - st.chunk_offloaded[ch]).count();
+    st.chunk_inflight.assign(resident.size(), st.inflight_microbatches);
+    if (p.schedule == Schedule::kInterleaved && p.vp > 1) st.chunk_inflight = interleaved_peak_held(p, s, resident);
     double resident_held = 0.0;
-    for (size_t ch = 0; ch < st.chunk_inflight.size(); ++ch) {
-      resident_held += (st.chunk_activations[ch] - st.chunk_offloaded[ch]).to_double() * st.chunk_inflight[ch];
-    }
+    for (size_t ch = 0; ch < resident.size(); ++ch) resident_held += d(resident[ch]) * st.chunk_inflight[ch];
     mb.activations = Bytes::from_double(resident_held + act_off_mb.to_double() * st.offload_held);
     // On the host: every in-flight micro-batch's offloaded activations (pinned buffers for all of them,
     // the two layers' worth being copied included), and the optimizer's host share with the gradients

@@ -296,6 +296,8 @@ struct Plan {
   // post_backward reduce-scatters them all after that last backward. Rather than ZeRO-3's per-layer
   // gathers and reductions for every micro-batch, the step moves ZeRO-1's bytes once, at both ends.
   bool fsdp_keeps_gathered() const { return sharding == Sharding::kZero3 && pp > 1; }
+  // ZeRO-3 that gathers and reduces each layer for every pass (without PP): its per-layer collectives.
+  bool fsdp_reshards() const { return sharding == Sharding::kZero3 && !fsdp_keeps_gathered(); }
   // The dtype of activations, gradients of activations and every kernel outside fp8's GEMMs: fp8
   // training keeps them in bf16 (Transformer Engine quantizes only a GEMM's operands).
   hw::DType activation_dtype() const { return precision == hw::DType::kFp8 ? hw::DType::kBf16 : precision; }

@@ -315,7 +315,7 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
   const Time hop = pp > 1 ? comm.p2p(c.boundary_activation) : Time::zero();
   // FSDP under PP (Plan::fsdp_keeps_gathered) collects once per step, as ZeRO-1 does: compute bounds it.
-  const bool zero3 = p.sharding == Sharding::kZero3 && group_size(p, Group::kDpShard) > 1 && !p.fsdp_keeps_gathered();
+  const bool zero3 = p.fsdp_reshards() && group_size(p, Group::kDpShard) > 1;
   // ZeRO-2 reduce-scatters every micro-batch's gradients too (the simulator's reduce_each).
   const bool zero2 = p.sharding == Sharding::kZero2 && group_size(p, Group::kDpShard) > 1;
   // FSDP2's copies, as the simulator adds them: on the compute stream per layer and pass, and on the
@@ -603,8 +603,8 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
   if (o.space.unshard) {
     r.counts.unsharded = add_variants(VariantRule{
         [](const Candidate& c) {
-          return c.status == CandidateStatus::kPruned && c.plan.sharding == Sharding::kZero3 &&
-                 !c.plan.fsdp_keeps_gathered() && group_size(c.plan, Group::kDpShard) > 1 && c.plan.unsharded_layers == 0;
+          return c.status == CandidateStatus::kPruned && c.plan.fsdp_reshards() &&
+                 group_size(c.plan, Group::kDpShard) > 1 && c.plan.unsharded_layers == 0;
         },
         [](Plan& p, int64_t k) { p.unsharded_layers = k; },
         [](const std::function<bool(int64_t)>& fits, int64_t layers) -> int64_t {
@@ -661,8 +661,7 @@ PlannerResult plan_training(const model::ModelSpec& model, const ClusterSpec& cl
     // layer with ZeRO-3), so that the round does not end waiting on one long simulation.
     auto tasks = [&](size_t i) {
       const Plan& p = cands[i].plan;
-      const int64_t per_layer =
-          p.sharding == Sharding::kZero3 && !p.fsdp_keeps_gathered() ? max_stage_layers(p, model.layers) / p.vp : 1;
+      const int64_t per_layer = p.fsdp_reshards() ? max_stage_layers(p, model.layers) / p.vp : 1;
       return p.pp * p.vp * p.microbatches() * per_layer;
     };
     std::stable_sort(round.begin(), round.end(), [&](size_t a, size_t b) { return tasks(a) > tasks(b); });

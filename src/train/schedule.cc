@@ -88,12 +88,8 @@ int32_t interleaved_chunk(const Plan& plan, int64_t k) {
 }
 
 int64_t interleaved_count(const Plan& plan, int64_t k, int32_t c) {
-  const int64_t m = plan.microbatches(), n = plan.microbatch_group_size(), v = plan.vp;
-  const int64_t full = m / n;
-  const int64_t g = std::min(k / (n * v), full);
-  const int64_t rest = k - g * n * v;  // into group g
-  const int64_t size = g < full ? n : m - full * n;
-  return g * n + std::clamp<int64_t>(rest - c * size, 0, size);
+  const TableGroup g = table_group(plan, k);
+  return g.first_microbatch + std::clamp<int64_t>(k - g.first_entry - c * g.size, 0, g.size);
 }
 
 int32_t interleaved_microbatch(const Plan& plan, int64_t k) {

@@ -383,7 +383,7 @@ class Builder {
     const std::vector<PipelinePass> order = pipeline_order(p_, s);
     // FSDP under PP (Plan::fsdp_keeps_gathered) gathers each layer once, at the first forward, and
     // reduce-scatters the chunk's accumulated gradients once, after its last backward.
-    const bool zero3 = p_.sharding == Sharding::kZero3 && group_size(p_, Group::kDpShard) > 1 && !p_.fsdp_keeps_gathered();
+    const bool zero3 = p_.fsdp_reshards() && group_size(p_, Group::kDpShard) > 1;
     const bool kept = p_.fsdp_keeps_gathered() && dp_reduce_;
     // Sharded gradients (ZeRO-2 and -3) are reduce-scattered after every micro-batch's backward, layer
     // by layer: a rank keeps only its shard of the accumulated gradients, so it cannot wait for the last
