@@ -330,6 +330,6 @@ expect plan-fsdp-impl-bad 2 "--fsdp-impl: unknown FSDP implementation 'flt'; did
 expect plan-unsharding-bad 2 "--unsharding: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --unsharding maybe
 expect plan-offload-bad 2 "--offload: expected no, activations, optimizer or both, found 'activation'; did you mean 'activations'" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --offload activation
 expect plan-partial-recompute-bad 2 "--partial-recompute: expected yes or no" -- plan train --model gpt2 --gpu h100-sxm --gpus 8 --seq 1024 --gbs 32 --partial-recompute some
-expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
+expect plan-tp-overlap-bad 2 "--tp-comm-overlap: expected yes, te, async or no, found 'sometimes'" -- plan train --model llama3-8b --gpu h100-sxm --gpus 8 --seq 2048 --gbs 16 --tp-comm-overlap sometimes
 
 finish plan

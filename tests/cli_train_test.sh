@@ -725,4 +725,20 @@ if [ -n "${ORRERY_SOURCE_DIR:-}" ]; then
   expect replay-moe-sizes 2 "moe_layers.csv:[0-9]+: layers: row M2: layers = 47 but the model 'qwen3-30b-a3b' has 48" -- train --replay "$tmp/moe_layers.csv"
 fi
 
+# --tp-comm-overlap async (PyTorch's async TP, docs/training.md): the backward's four TP collectives stay
+# whole, so the exposed TP time is at least the backward's half of the no-overlap time (2 all-gathers + 2
+# reduce-scatters a pass, recompute none) and, the forward's hidden beside GEMMs far longer than its
+# transfers (70B, TP 8, seq 8192), below the no-overlap time; the mode is recorded; a bad value is named.
+expect tp-overlap-bad 2 "--tp-comm-overlap: expected yes, te, async or no, found 'sometimes'" -- train --model llama3-8b --gpu h100-sxm --gpus 8 --tp 8 --gbs 8 --seq 2048 --tp-comm-overlap sometimes
+if python3 - "$bin" <<'PY' 2>/dev/null
+import json, subprocess, sys
+args = [sys.argv[1], "--json", "train", "--model", "llama3-70b", "--gpu", "h100-sxm", "--gpus", "64", "--tp", "8",
+        "--dp", "8", "--sp", "yes", "--seq", "8192", "--gbs", "64", "--dp-sharding", "fsdp", "--recompute", "none"]
+run = lambda v: json.loads(subprocess.run(args + ["--tp-comm-overlap", v], capture_output=True, text=True, check=True).stdout)
+none, asy = run("no"), run("async")
+assert asy["plan"]["tp_comm_overlap_mode"] == "async" and none["plan"]["tp_comm_overlap_mode"] == "no"
+assert none["time"]["tp"] / 2 <= asy["time"]["tp"] < none["time"]["tp"], (none["time"]["tp"], asy["time"]["tp"])
+PY
+then pass=$((pass+1)); else echo "FAIL tp-comm-overlap async"; fail=$((fail+1)); fi
+
 finish train

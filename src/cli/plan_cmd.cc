@@ -377,7 +377,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.cpu_adam_params_per_s = a.cpu_adam_rate;
   o.base.optimizer_dtype = tr::parse_optimizer_dtype(a.optimizer_dtype, kCl.with_key("--optimizer-dtype"));
   o.base.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
-  o.base.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
+  parse_tp_overlap(a.tp_overlap, o.base);
   o.base.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   if (o.base.fp8_attention && !any_fp8) throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
   o.base.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
@@ -486,6 +486,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     for (hw::DType p : precisions) searched_precisions.push_back(hw::dtype_name(p));
     j["precisions"] = searched_precisions;
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
+    j["tp_comm_overlap_mode"] = tp_overlap_label(o.base);
     j["fp8_attention"] = o.base.fp8_attention;
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["fsdp_impl"] = tr::fsdp_impl_name(o.base.fsdp_impl);
@@ -670,7 +671,7 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")
       ->capture_default_str();
   c->add_option("--tp-comm-overlap", a->tp_overlap,
-                "every plan's TP collectives overlapped with GEMMs as Transformer Engine pairs them (SP plans; docs/training.md): yes | no")
+                "every plan's TP collectives overlapped with GEMMs (SP plans; docs/training.md): yes or te (Transformer Engine's pairing) | async (PyTorch's async TP: forward only) | no")
       ->capture_default_str();
   c->add_option("--capacity-factor", a->capacity_factor, "MoE capacity factor (0 = dropless)")->capture_default_str();
   c->add_option("--load-imbalance", a->load_imbalance, "MoE busiest-expert load / mean (>= 1)")->capture_default_str();

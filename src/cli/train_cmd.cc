@@ -169,7 +169,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.grad_density = a.grad_density;
   p.overlap_grad_reduce = parse_yes_no(a.overlap_grad, "--overlap-grad-reduce");
   p.overlap_param_gather = parse_yes_no(a.overlap_param, "--overlap-param-gather");
-  p.tp_comm_overlap = parse_yes_no(a.tp_overlap, "--tp-comm-overlap");
+  parse_tp_overlap(a.tp_overlap, p);
   // --offload-layers N offloads N layers per rank, so it turns offload on (-1: every activation).
   p.activation_offload = a.activation_offload || a.offload_layers_given;
   p.offload_layers = a.offload_layers;
@@ -457,6 +457,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"overlap_grad_reduce", plan.overlap_grad_reduce},
                  {"overlap_param_gather", plan.overlap_param_gather},
                  {"tp_comm_overlap", plan.tp_comm_overlap},
+                 {"tp_comm_overlap_mode", tp_overlap_label(plan)},
                  {"capacity_factor", plan.capacity_factor},
                  {"load_imbalance", plan.load_imbalance},
                  {"moe_ranks_per_token", plan.moe_ranks_per_token},
@@ -585,7 +586,10 @@ void run_train(Context& ctx, const TrainArgs& a) {
                                    "Megatron-Core's --cpu-offloading refuses it",
                                    plan.pp > 1 ? "pipeline parallelism" : "recompute")});
   }
-  s.add_row({"communication", fabric_description(a.fabric, topology)});
+  s.add_row({"communication", fabric_description(a.fabric, topology) +
+                                   (!plan.tp_comm_overlap || plan.tp < 2 ? std::string()
+                                    : plan.tp_overlap_async            ? std::string(", TP overlap: PyTorch async TP (forward)")
+                                                                       : std::string(", TP overlap: Transformer Engine pairing"))});
   if (model.is_moe()) s.add_row({"MoE", moe_routing(model, plan, true)});
   if (run.variability > 0.0) {
     s.add_row({"GPU variability", fmt::format("sigma {:g}: the slowest of {} GPUs paces the step (compute x{:.4f})",
@@ -753,7 +757,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "collectives of a rank on the same link (NIC or NVLink) share it while they run at once (FSDP gather "
                 "beside reduce-scatter, pipeline sends or expert all-to-alls beside DP): yes | no (each as if alone)")
       ->capture_default_str();
-  c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs as Transformer Engine pairs them (with --sp; docs/training.md): yes | no")->capture_default_str();
+  c->add_option("--tp-comm-overlap", a->tp_overlap, "TP collectives overlapped with GEMMs (with --sp; docs/training.md): yes or te (Transformer Engine's pairing, forward and backward) | async (PyTorch's async TP under torch.compile: the forward's all-gather -> matmul and matmul -> reduce-scatter, the backward exposed) | no")->capture_default_str();
   c->add_flag("--activation-offload", a->activation_offload, "offload saved activations to host memory");
   c->add_option("--offload-layers", a->offload_layers,
                 "offload the activations of the first N layers per pipeline rank only (implies --activation-offload; -1 all)");

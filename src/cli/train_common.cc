@@ -285,6 +285,33 @@ bool parse_yes_no(const std::string& v, const std::string& flag) {
   throw InputError(Where{"<command line>", 0, flag}, fmt::format("expected yes or no, found '{}'", v));
 }
 
+void parse_tp_overlap(const std::string& v, train::Plan& p) {
+  const std::string l = to_lower(trim(v));
+  if (l == "async") {
+    p.tp_comm_overlap = true;
+    p.tp_overlap_async = true;
+    return;
+  }
+  if (l == "te") {
+    p.tp_comm_overlap = true;
+    p.tp_overlap_async = false;
+    return;
+  }
+  const std::string yes_no = l == "yes" || l == "true" || l == "on" || l == "1" ? "yes"
+                             : l == "no" || l == "false" || l == "off" || l == "0" ? "no"
+                                                                                  : "";
+  if (yes_no.empty()) {
+    throw InputError(Where{"<command line>", 0, "--tp-comm-overlap"},
+                     fmt::format("expected yes, te, async or no, found '{}'", v), suggest(l, {"yes", "te", "async", "no"}));
+  }
+  p.tp_comm_overlap = yes_no == "yes";
+  p.tp_overlap_async = false;
+}
+
+std::string tp_overlap_label(const train::Plan& p) {
+  return !p.tp_comm_overlap ? "no" : p.tp_overlap_async ? "async" : "te";
+}
+
 std::string fusion_label(const std::string& fusion) {
   return fusion == "compile" ? std::string("compiled (loss eager)") : fusion;
 }

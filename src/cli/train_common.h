@@ -94,6 +94,11 @@ io::Json calibration_json(const compute::Calibration& c, const KernelArgs& k);
 
 // A yes | no flag (also true/false, on/off, 1/0); InputError naming `flag` otherwise.
 bool parse_yes_no(const std::string& v, const std::string& flag);
+// --tp-comm-overlap: yes | te (Transformer Engine's pairing) | async (PyTorch's async TP) | no; sets
+// Plan::tp_comm_overlap and Plan::tp_overlap_async.
+void parse_tp_overlap(const std::string& v, train::Plan& p);
+// The resolved --tp-comm-overlap: "te", "async" or "no".
+std::string tp_overlap_label(const train::Plan& p);
 
 // --fusion fused | compile | eager onto Plan::eager and Plan::eager_loss: fused (Megatron-Core /
 // Transformer Engine: fused elementwise kernels and loss), compile (torch.compile on each transformer

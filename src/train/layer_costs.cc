@@ -274,10 +274,18 @@ void add_op_costs(Ctx& x, const model::Op& op, LayerCost& c) {
         const Time chunk = x.cm.gemm(compute::GemmShape{g.m / d(tp), g.n, g.k, g.count}, gdt);
         c.te_fwd += ring_extra(f, chunk, step, tp);
         c.te_bwd += bulk_extra(dgrad, ag, share) + bulk_extra(wgrad, rs, share);
+        c.async_fwd += ring_extra(f, chunk, step, tp);
       } else {
         const Time chunk = x.cm.gemm(compute::GemmShape{g.m / d(tp), g.k, g.n, g.count}, gdt);
         c.te_fwd += pipeline_extra(f, rs, kUbPipelineSplits, share);
         c.te_bwd += ring_extra(dgrad, chunk, step, tp);
+        // Async TP's matmul -> reduce-scatter: the row chunks' partial outputs (1/tp of the rows, this
+        // GEMM's m x n) copied to their owners beside the next chunk's GEMM, then each rank adds the tp
+        // partials it holds: tp chunks read, one written.
+        const Time rs_step = Time::seconds(rs.to_seconds() / d(tp - 1));
+        const Time out_chunk = x.cm.gemm(compute::GemmShape{g.m / d(tp), g.n, g.k, g.count}, gdt);
+        const double part_bytes = g.m / d(tp) * d(g.n) * d(g.count) * d(hw::dtype_bytes(x.p.activation_dtype()));
+        c.async_fwd += ring_extra(f, out_chunk, rs_step, tp) + x.cm.memory_bound(Bytes::from_double(part_bytes * d(tp + 1)));
       }
       ++c.te_pairs;
     }
@@ -535,7 +543,12 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
     const Time tp_pass = m.is_moe_layer(first) && p.expert_tp() != p.tp ? tp_half + moe_tp_half : tp_pass_dense;
     c.tp_fwd = p.tp_comm_overlap ? Time::zero() : tp_pass;
     c.tp_bwd = c.tp_fwd;
-    if (p.tp_comm_overlap && p.sp && p.tp > 1 && c.te_pairs == 4) {
+    if (p.tp_comm_overlap && p.tp_overlap_async) {
+      // PyTorch's async TP (header): the forward's four collectives decomposed beside their GEMMs (or,
+      // without the four dense projections, hidden behind the forward's compute), the backward's exposed.
+      c.tp_fwd = p.sp && p.tp > 1 && c.te_pairs == 4 ? c.async_fwd : std::max(Time::zero(), tp_pass - c.fwd);
+      c.tp_bwd = tp_pass;
+    } else if (p.tp_comm_overlap && p.sp && p.tp > 1 && c.te_pairs == 4) {
       // Transformer Engine's pairing of each collective with one GEMM (header).
       c.tp_fwd = c.te_fwd;
       c.tp_bwd = c.te_bwd;

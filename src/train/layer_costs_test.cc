@@ -1,5 +1,6 @@
 #include "train/layer_costs.h"
 
+#include <array>
 #include <gtest/gtest.h>
 
 #include "io/catalog_loader.h"
@@ -21,6 +22,22 @@ class FixedComm final : public CommModel {
   Time c_;
 };
 
+// The TP-overlap tests' layer: GPT, T = 2048 tokens of width h = 1024, ffn 4096, on tp = 4 with SP and
+// --tp-comm-overlap (async: PyTorch's pass, else Transformer Engine's pairing), one micro-batch.
+constexpr int64_t kOverlapT = 2048, kOverlapH = 1024, kOverlapF = 4096, kOverlapTp = 4;
+model::ModelSpec overlap_model() { return model::ModelSpec::gpt({2, kOverlapH, 16, 16, kOverlapF, 32000, kOverlapT}); }
+Plan overlap_plan(bool async) {
+  Plan p;
+  p.tp = kOverlapTp;
+  p.sp = true;
+  p.tp_comm_overlap = true;
+  p.tp_overlap_async = async;
+  p.mbs = 1;
+  p.seq = kOverlapT;
+  p.gbs = 1;
+  return p;
+}
+
 // Transformer Engine's paired TP overlap (layer_costs.h) on a GPT layer, tp = 4 with SP, T = 2048
 // tokens, h = 1024, f = 4h. Megatron's shards: qkv m=T n=3h/4 k=h, out m=T n=h k=h/4, up m=T n=f/4 k=h,
 // down m=T n=h k=f/4; dgrad (m, k, n), wgrad (k, n, m); a ring exchange's chunk is the GEMM on T/4 rows.
@@ -33,17 +50,11 @@ class FixedComm final : public CommModel {
 //  c far below every GEMM: ring: tp x chunk - g (only the chunking's cost); pipeline: c/4 + 3/4 c x
 //    share; bulk: c x share (share = 16 SMs of the GPU's; a few ns here).
 TEST(LayerCosts, TransformerEngineOverlapPairsEachTpCollectiveWithOneGemm) {
-  const int64_t T = 2048, h = 1024, f = 4096, tp = 4;
-  const auto model = model::ModelSpec::gpt({2, h, 16, 16, f, 32000, T});
-  const hw::GpuSpec gpu = test_gpu();
+  const int64_t T = kOverlapT, h = kOverlapH, f = kOverlapF, tp = kOverlapTp;
+  const auto model = overlap_model();
+  const hw::GpuSpec gpu = test_gpu();  // the compute model keeps a reference
   const compute::ComputeModel cm(gpu);
-  Plan p;
-  p.tp = tp;
-  p.sp = true;
-  p.tp_comm_overlap = true;
-  p.mbs = 1;
-  p.seq = T;
-  p.gbs = 1;
+  Plan p = overlap_plan(false);
   const hw::DType dt = p.precision;
   auto gemm = [&](double m, int64_t n, int64_t k) { return cm.gemm(compute::GemmShape{m, n, k, 1}, dt).to_seconds(); };
   struct Pair {
@@ -82,6 +93,53 @@ TEST(LayerCosts, TransformerEngineOverlapPairsEachTpCollectiveWithOneGemm) {
     EXPECT_EQ(mc.layer[1].te_pairs, 0);
     EXPECT_NEAR(mc.layer[1].tp_fwd.to_seconds(), 2.0 - mc.layer[1].fwd.to_seconds(), 1e-9);  // 2 all-reduces
   }
+}
+
+// PyTorch's async TP (--tp-comm-overlap async) decomposes the forward's four collectives beside their
+// GEMMs and leaves the backward's exposed (layer_costs.h). Derived as the test above: with every collective
+// c = 1 s (far above the GEMMs) each forward ring takes (tp - 1) transfers of c / (tp - 1) plus one chunk
+// GEMM, c + chunk - GEMM beyond the GEMM; the reduce-scatters' rings (out, down: chunks of T/tp rows of
+// the forward GEMM) add the sum of the tp partial outputs each rank receives, tp + 1 chunks of T/tp x h
+// bf16 moved by a memory-bound kernel. The backward is the four collectives whole: 4c. With c = 1 ns the
+// rings are the tp chunk GEMMs' time beyond the unchunked GEMM (at least zero) plus the same sums.
+TEST(LayerCosts, AsyncTpOverlapsTheForwardsCollectivesAndExposesTheBackwards) {
+  const int64_t T = kOverlapT, h = kOverlapH, f = kOverlapF, tp = kOverlapTp;
+  const auto model = overlap_model();
+  const hw::GpuSpec gpu = test_gpu();  // the compute model keeps a reference
+  const compute::ComputeModel cm(gpu);
+  Plan p = overlap_plan(true);
+  const hw::DType dt = p.precision;
+  auto gemm = [&](double m, int64_t n, int64_t k) { return cm.gemm(compute::GemmShape{m, n, k, 1}, dt).to_seconds(); };
+  const double t = static_cast<double>(T);
+  // Forward GEMM, then its chunk of T/tp rows.
+  const std::array<std::pair<double, double>, 4> fwd{{{gemm(t, 3 * h / tp, h), gemm(t / tp, 3 * h / tp, h)},
+                                                      {gemm(t, f / tp, h), gemm(t / tp, f / tp, h)},
+                                                      {gemm(t, h, h / tp), gemm(t / tp, h, h / tp)},
+                                                      {gemm(t, h, f / tp), gemm(t / tp, h, f / tp)}}};
+  const double sum = cm.memory_bound(Bytes::from_double(static_cast<double>(tp + 1) * t / tp * h * 2.0)).to_seconds();
+  {
+    const double c = 1.0;
+    const LayerCost l = model_costs(model, p, cm, FixedComm(Time::seconds(c))).layer[1];
+    double expect = 2 * sum;
+    for (const auto& [g, chunk] : fwd) expect += c + chunk - g;
+    EXPECT_NEAR(l.tp_fwd.to_seconds(), expect, 1e-9);
+    EXPECT_NEAR(l.tp_bwd.to_seconds(), 4 * c, 1e-9);
+  }
+  {
+    const double c = 1e-9;
+    const LayerCost l = model_costs(model, p, cm, FixedComm(Time::seconds(c))).layer[1];
+    double expect = 2 * sum;
+    for (const auto& [g, chunk] : fwd) expect += std::max(0.0, tp * chunk - g);
+    EXPECT_NEAR(l.tp_fwd.to_seconds(), expect, 1e-8);
+    EXPECT_NEAR(l.tp_bwd.to_seconds(), 4 * c, 1e-12);
+  }
+  // Without overlap both passes expose the four collectives whole (PyTorch saves the gathered input for
+  // the weight gradient, so its backward, like async TP's, has four where Transformer Engine's has six).
+  p.tp_comm_overlap = false;
+  p.tp_overlap_async = false;
+  const LayerCost none = model_costs(model, p, cm, FixedComm(Time::seconds(1.0))).layer[1];
+  EXPECT_NEAR(none.tp_fwd.to_seconds(), 4.0, 1e-12);
+  EXPECT_NEAR(none.tp_bwd.to_seconds(), 4.0, 1e-12);
 }
 
 // A collective's time is its bytes at 1 B/ps, so each pass's EP time shows the bytes the all-to-alls move:

@@ -268,6 +268,11 @@ struct Plan {
   // dense layer of hidden size h >= 1,826 holds 12 h^2 x 4 B >= 160 MB, one bucket under either rule.
   int64_t bucket_bytes = 40'000'000;
   bool tp_comm_overlap = false;       // TP collectives overlapped with the GEMMs (userbuffers)
+  // With tp_comm_overlap: PyTorch's async TP (torch.compile's micro-pipeline TP pass, torchtitan's
+  // enable_async_tensor_parallel) instead of Transformer Engine's pairing: the forward's all-gather ->
+  // matmul and matmul -> reduce-scatter decomposed over copy-engine transfers, the backward's collectives
+  // exposed (train/layer_costs.h).
+  bool tp_overlap_async = false;
 
   int64_t gpus() const { return dp * tp * pp * cp; }
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }

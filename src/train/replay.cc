@@ -239,10 +239,11 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
     r.cp_comm_type = optional("cp_comm_type");
     if (!r.cp_comm_type.empty()) parse_cp_comm(r.cp_comm_type, at.with_key("cp_comm_type"));
     r.tp_comm_overlap = to_lower(trim(optional("tp_comm_overlap")));
-    if (!r.tp_comm_overlap.empty() && r.tp_comm_overlap != "yes" && r.tp_comm_overlap != "no") {
+    if (!r.tp_comm_overlap.empty() && r.tp_comm_overlap != "yes" && r.tp_comm_overlap != "te" &&
+        r.tp_comm_overlap != "async" && r.tp_comm_overlap != "no") {
       throw InputError(at.with_key("tp_comm_overlap"),
-                       fmt::format("expected yes or no, found '{}' (row {})", optional("tp_comm_overlap"), r.id),
-                       suggest(r.tp_comm_overlap, {"yes", "no"}));
+                       fmt::format("expected yes, te, async or no, found '{}' (row {})", optional("tp_comm_overlap"), r.id),
+                       suggest(r.tp_comm_overlap, {"yes", "te", "async", "no"}));
     }
     r.master_weights = optional("master_weights");
     if (!r.master_weights.empty()) parse_master_weights(r.master_weights, at.with_key("master_weights"));

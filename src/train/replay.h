@@ -52,7 +52,7 @@
 //   cp_comm_type: p2p | all_gather | a2a, context parallelism's exchange (--cp-comm-type; empty: p2p);
 //     e.g. all_gather for Llama 3's long-context stage.
 //   microbatch_group_size: the interleaved schedule's micro-batch group (--microbatch-group-size; empty: pp).
-//   tp_comm_overlap: yes | no, where a run states it (--tp-comm-overlap; empty: the source's rule above);
+//   tp_comm_overlap: yes | te | async | no (PyTorch's async TP), where a run states it (--tp-comm-overlap; empty: the source's rule above);
 //     e.g. torchtitan's async TP. NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once
@@ -84,7 +84,7 @@ struct MeasuredRun {
   std::string optimizer_dtype, master_weights;  // optional columns, "" = fp32
   std::string fp8_recipe;                       // optional column, "" = delayed
   std::string cp_comm_type;                     // optional column, "" = p2p
-  std::string tp_comm_overlap;                  // optional column: yes | no, "" = the source's rule
+  std::string tp_comm_overlap;                  // optional column: yes | te | async | no, "" = the source's rule
   double dropout = -1.0;  // optional column: attention and hidden dropout, -1 = not stated (the model's)
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;

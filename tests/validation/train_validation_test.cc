@@ -327,31 +327,43 @@ TEST(TrainValidation, ReplaysLlama3HerdHeldOut) {
 // Held out: the rest of torchtitan's December 2024 benchmark (data/published/torchtitan_h100_2412.csv,
 // cited there): Llama 3.1 8B under torch.compile (the blocks compiled, the loss eager) and Float8 on 8 and
 // 128 GPUs, with context parallelism at 32K-256K tokens on 8 GPUs, and Llama 3.1 70B on FSDP 32 x TP 8
-// with and without async TP. Never used to fit anything. Where it stands (2026-11-28, first replay):
-// throughput median 6.6%, worst 45.4% (P8t; P4t +38.3%: the measured steps at 128K and 256K tokens slow
-// by more than the attention's doubled work, 2540 -> 1071 TPS/GPU, at 84 of the GPU's 89.4 GiB; the
-// compile, Float8 and 2D rows within 8.1%; async TP +15.5%: Transformer Engine's pairing hides more than
-// PyTorch's async TP did); memory median 4.3%, worst 14.7% (D2m: the 70B run's 71.9 GiB against 61.3).
-// The bounds hold each kind where it stands; every row fits.
+// with and without async TP. Never used to fit anything. Where it stands (2026-11-29, async TP as PyTorch's
+// micro-pipeline pass, forward only; docs/training.md): throughput median 6.2%, worst 45.4% (P8t; P4t
+// +38.3%: the measured steps at 128K and 256K tokens slow by more than the attention's doubled work, 2540
+// -> 1071 TPS/GPU, at 84 of the GPU's 89.4 GiB; the compile, Float8 and 2D rows within 8.1%; async TP
+// +6.6%, +15.5% while the model took it to be Transformer Engine's pairing); memory median 4.3%, worst
+// 14.7% (D2m: the 70B run's 71.9 GiB against 61.3). The bounds hold each kind where it stands; every row
+// fits. The measured async TP gain on the 70B (876 / 829 = 1.057) bounds the simulated one within 8%: it
+// is 1.135 (the forward's collectives hidden, the recomputed forward's too), and was 1.23 with TE's
+// pairing, which hides the backward's as well.
 TEST(TrainValidation, ReplaysTorchtitanCompileFloat8CpTpHeldOut) {
   std::vector<std::pair<std::string, double>> by_metric;
+  io::Json doc;
   const auto [med, worst, unfit, by_gpu] =
-      replay_held_out("torchtitan_h100_2412.csv", 20, "torchtitan 2024-12 rows", &by_metric);
+      replay_held_out("torchtitan_h100_2412.csv", 20, "torchtitan 2024-12 rows", &by_metric, &doc);
   const auto [tput_med, tput_worst, mem_med, mem_worst] = split_by_metric(by_metric, 10);
-  EXPECT_LE(tput_med, 0.07);
+  EXPECT_LE(tput_med, 0.065);
   EXPECT_LE(tput_worst, 0.46);
   EXPECT_LE(mem_med, 0.045);
   EXPECT_LE(mem_worst, 0.15);
   EXPECT_EQ(unfit, 0);
+  double plain = 0.0, async_tp = 0.0;
+  for (const io::Json& r : doc.at("rows")) {
+    if (r.at("id") == "D2t") plain = r.at("predicted").get<double>();
+    if (r.at("id") == "DAt") async_tp = r.at("predicted").get<double>();
+  }
+  ASSERT_GT(plain, 0.0);
+  fmt::print("async TP / no overlap on the 70B: simulated {:.3f}, measured {:.3f}\n", async_tp / plain, 876.0 / 829.0);
+  EXPECT_NEAR(async_tp / plain, 876.0 / 829.0, 0.08 * 876.0 / 829.0);
 }
 
 // Held out: torchtitan's Llama 3.1 405B on FSDP 8 x TP 8 x PP 8 (Tables 5 and 6 of the same page;
 // data/published/torchtitan_405b_pp_2412.csv, which states what it reads from torchtitan 9dec370: 8
 // micro-batches, its split points, FSDP under PP as PyTorch's pipelining runs it). Never used to fit
-// anything. Where it stands (2026-11-28, first replay): throughput median 23.3%, worst 45.8% (Q8t; the
-// CP rows at 64K-256K +28% to +46% as on 8 GPUs, the 32K and 8K rows +10% to +19%: with
-// --tp-comm-overlap no those three land within 2%, so the async TP the model takes to be Transformer
-// Engine's pairing hides far more than torchtitan's did, as on the 70B row above); memory median 17.2%,
+// anything. Where it stands (2026-11-29, async TP as PyTorch's forward-only pass): throughput median
+// 18.7%, worst 44.1% (Q8t; the CP rows at 64K-256K +25% to +44% as on 8 GPUs, the 32K and 8K rows +5.6%
+// to +12.1%; they were +10% to +19%, and median 23.3%, while async TP was taken to be Transformer
+// Engine's pairing; with --tp-comm-overlap no they land within 2%); memory median 17.2%,
 // worst 25.3% (the interleaved row -10.3%, the 1F1B rows 12-21 GiB low). Before FSDP under PP was
 // modelled (ZeRO-3's per-micro-batch gathers) the same rows' memory was 41-60% low. The closed form the
 // interleaved row must follow: at m = 8 micro-batches on p = 8 stages, vp 2 shrinks 1F1B's step
@@ -363,8 +375,8 @@ TEST(TrainValidation, ReplaysTorchtitan405bPipelineHeldOut) {
   const auto [med, worst, unfit, by_gpu] =
       replay_held_out("torchtitan_405b_pp_2412.csv", 12, "torchtitan 405B PP rows", &by_metric, &doc);
   const auto [tput_med, tput_worst, mem_med, mem_worst] = split_by_metric(by_metric, 6);
-  EXPECT_LE(tput_med, 0.24);
-  EXPECT_LE(tput_worst, 0.46);
+  EXPECT_LE(tput_med, 0.19);
+  EXPECT_LE(tput_worst, 0.45);
   EXPECT_LE(mem_med, 0.18);
   EXPECT_LE(mem_worst, 0.26);
   EXPECT_EQ(unfit, 0);
