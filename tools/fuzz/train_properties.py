@@ -48,6 +48,8 @@ plans that differ in one setting. Each relation below holds for every plan, with
                  core_attn,mlp (dense ones) against core_attn alone: the tensors' peak is not higher (a module
                  only drops saved tensors), the step not shorter (it only re-runs forwards), the model
                  FLOPs the same
+  async tp       --tp-comm-overlap async against no: the model FLOPs and the peak do not change (PyTorch's
+                 async TP only reorders the same GEMMs and transfers; docs/training.md)
 
 Relations that look as if they should hold but do not always, and why (reported with -v, not failures):
   --overlap-grad-reduce no can be faster: the overlapped DP reduction shares the NIC with EP all-to-alls
@@ -192,6 +194,7 @@ PAIRS = {
     'overlap-grad-reduce no': ([], ['--overlap-grad-reduce', 'no'], lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
     'fsdp-prefetch 2': ([], ['--fsdp-prefetch', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
     'grad-bytes 2': ([], ['--grad-bytes', '2'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
+    'async tp': (['--tp-comm-overlap', 'no'], ['--tp-comm-overlap', 'async'], same_work, True),
     'tp-comm-overlap yes': ([], ['--tp-comm-overlap', 'yes'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
     'power-limit 500 W': ([], ['--power-limit', '500 W'], lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
 }
