@@ -546,7 +546,10 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
     if (p.tp_comm_overlap && p.tp_overlap_async) {
       // PyTorch's async TP (header): the forward's four collectives decomposed beside their GEMMs (or,
       // without the four dense projections, hidden behind the forward's compute), the backward's exposed.
-      c.tp_fwd = p.sp && p.tp > 1 && c.te_pairs == 4 ? c.async_fwd : std::max(Time::zero(), tp_pass - c.fwd);
+      // Without SP there is nothing it matches (all-reduces, not all-gathers and reduce-scatters).
+      c.tp_fwd = !p.sp || p.tp < 2      ? tp_pass
+                 : c.te_pairs == 4      ? c.async_fwd
+                                        : std::max(Time::zero(), tp_pass - c.fwd);
       c.tp_bwd = tp_pass;
     } else if (p.tp_comm_overlap && p.sp && p.tp > 1 && c.te_pairs == 4) {
       // Transformer Engine's pairing of each collective with one GEMM (header).

@@ -39,7 +39,8 @@
 //     backward's collectives stay exposed. Its authors report up to 20-29% on the forward and ~8% end to
 //     end for Llama 3 8B and 70B (dev-discuss "Introducing Async Tensor Parallelism in PyTorch", 2024),
 //     the forward's share; torchtitan's 70B FSDP 32 x TP 8 table measures +5.7% (829 -> 876 tokens/s).
-//     A recomputed forward overlaps as the forward does.
+//     A recomputed forward overlaps as the forward does. Without SP (all-reduces) the pass matches
+//     nothing: both passes' collectives stay exposed.
 //     Layers without the four dense projections (MoE, MLA, DiT) keep the older rule: the pass's TP
 //     time beyond the pass's whole compute is exposed (async: the forward's only). CP: K and V (backward: their gradients too) go around the
 //     ring in cp-1 steps, overlapped with the attention kernel (exposed part only). EP: 2 all-to-alls of

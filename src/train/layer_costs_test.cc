@@ -133,6 +133,12 @@ TEST(LayerCosts, AsyncTpOverlapsTheForwardsCollectivesAndExposesTheBackwards) {
     EXPECT_NEAR(l.tp_fwd.to_seconds(), expect, 1e-8);
     EXPECT_NEAR(l.tp_bwd.to_seconds(), 4 * c, 1e-12);
   }
+  // Without SP (two all-reduces a pass) async TP matches nothing: both passes expose them whole.
+  p.sp = false;
+  const LayerCost no_sp = model_costs(model, p, cm, FixedComm(Time::seconds(1.0))).layer[1];
+  EXPECT_NEAR(no_sp.tp_fwd.to_seconds(), 2.0, 1e-12);
+  EXPECT_NEAR(no_sp.tp_bwd.to_seconds(), 2.0, 1e-12);
+  p.sp = true;
   // Without overlap both passes expose the four collectives whole (PyTorch saves the gathered input for
   // the weight gradient, so its backward, like async TP's, has four where Transformer Engine's has six).
   p.tp_comm_overlap = false;
