@@ -39,6 +39,21 @@ one_line_error bad-user-yaml-one-line --catalog "$tmp/bad.yaml" catalog list gpu
 # A model config.json missing a required field names the field.
 echo '{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2}' > "$tmp/cfg.json"
 expect bad-model-json 2 "hidden_size" -- catalog show model "$tmp/cfg.json"
+# gpt-oss: windowed and full layers alternate (18 of 36), each head has a sink; the model card counts
+# active parameters without the input embedding (5.13B: src/model/model_spec_test.cc derives 5,132,849,472).
+expect show-gpt-oss 0 "window 128 on 18 of 36 layers; sinks" -- catalog show model gpt-oss-120b
+if "$bin" catalog show model gpt-oss-120b --json | python3 -c '
+import json, sys
+e = json.load(sys.stdin)["entry"]
+assert e["config"]["sliding_layers"] == 18 and e["config"]["attention_sinks"] is True
+assert e["published"]["active_convention"] == "excluding_input_embedding"
+assert e["params"]["active_excluding_input_embedding"] == 5132849472
+assert abs(e["published"]["active_relative_error"]) < 0.001
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL show-gpt-oss-json"; fail=$((fail+1)); fi
+echo '{"architectures": ["GptOssForCausalLM"], "hidden_size": 256, "intermediate_size": 128, "num_attention_heads": 8,
+ "num_hidden_layers": 2, "vocab_size": 100, "layer_types": ["full_attention", "sliding"]}' > "$tmp/oss.json"
+expect bad-layer-types 2 "oss.json:2: key 'layer_types': unsupported layer type 'sliding'; did you mean 'sliding_attention'" -- catalog show model "$tmp/oss.json"
+one_line_error bad-layer-types-one-line catalog show model "$tmp/oss.json"
 
 # The demo's checks are in cli_demo_test.sh (its own ctest entry, so that it runs beside the others).
 

@@ -741,4 +741,19 @@ assert none["time"]["tp"] / 2 <= asy["time"]["tp"] < none["time"]["tp"], (none["
 PY
 then pass=$((pass+1)); else echo "FAIL tp-comm-overlap async"; fail=$((fail+1)); fi
 
+# gpt-oss-20b (catalog; counts in src/model/model_spec_test.cc, GptOssCountsMatchItsModelCard) on 8 H100,
+# EP 8 x DP 8, ZeRO-1. Weights per GPU in bf16: everything but the experts (attention 24 x 26,550,144
+# incl. sinks, norms 24 x 5,760 + 2,880, routers 24 x 92,192, embedding + LM head 1,158,266,880 =
+# 1,797,824,064) plus an eighth of the 24 x 32 experts of 24,891,840 (2,389,616,640): 8,374,881,408 B.
+# Optimizer (12 B per parameter): the dense part sharded over DP 8, the experts over their expert-data-
+# parallel group of dp / ep = 1: 12 x (1,797,824,064 / 8 + 2,389,616,640) = 31,372,135,776 B.
+oss=(train --model gpt-oss-20b --gpu h100-sxm --gpus 8 --ep 8 --dp 8 --seq 4096 --gbs 64 --dp-sharding zero1)
+if "$bin" --json "${oss[@]}" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["memory"]["weights"] == 8374881408, d["memory"]["weights"]
+assert d["memory"]["optimizer"] == 31372135776, d["memory"]["optimizer"]
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL gpt-oss memory"; fail=$((fail+1)); fi
+expect gpt-oss-ep 2 "ep=64 does not divide experts=32" -- train --model gpt-oss-20b --gpu h100-sxm --gpus 64 --ep 64 --dp 64 --seq 4096 --gbs 64
+
 finish train

@@ -37,6 +37,12 @@ Json video_json(const model::DitSpec& v) {
               {"text_tokens", v.text_tokens}};
 }
 
+int64_t sliding_layer_count(const model::ModelSpec& m) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < m.layers; ++l) n += m.is_sliding_layer(l) ? 1 : 0;
+  return n;
+}
+
 Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t seq) {
   Json j;
   j["name"] = m.name;
@@ -53,7 +59,9 @@ Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t se
            {"norm", std::string(model::to_string(m.norm))},
            {"positions", std::string(model::to_string(m.positions))},
            {"tied_embeddings", m.tied_embeddings},
-           {"sliding_window", m.sliding_window}};
+           {"sliding_window", m.sliding_window},
+           {"sliding_layers", sliding_layer_count(m)},
+           {"attention_sinks", m.attention_sinks}};
   if (m.is_moe()) {
     cfg["moe"] = {{"num_experts", m.moe.num_experts},
                   {"top_k", m.moe.top_k},
@@ -76,7 +84,6 @@ Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t se
   j["config"] = cfg;
 
   const auto total = static_cast<double>(m.total_params());
-  const auto active = static_cast<double>(m.active_params());
   j["params"] = {{"total", m.total_params()},
                  {"active", m.active_params()},
                  {"active_excluding_input_embedding", m.active_params(model::ActiveEmbedding::kExclude)},
@@ -85,10 +92,14 @@ Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t se
                  {"matmul_per_token", m.matmul_params_per_token()}};
   const double pub_total = m.provenance.published_total_params;
   const double pub_active = m.provenance.published_active_params;
+  const auto active_as_published = static_cast<double>(m.active_params_as_published());
   j["published"] = {{"total", pub_total > 0 ? Json(pub_total) : Json(nullptr)},
                     {"active", pub_active > 0 ? Json(pub_active) : Json(nullptr)},
+                    {"active_convention", m.provenance.published_active_excludes_input_embedding
+                                              ? "excluding_input_embedding"
+                                              : "including_input_embedding"},
                     {"total_relative_error", or_null(relative_error(total, pub_total))},
-                    {"active_relative_error", or_null(relative_error(active, pub_active))}};
+                    {"active_relative_error", or_null(relative_error(active_as_published, pub_active))}};
 
   // PaLM convention (Chowdhery et al. 2022, App. B): 6N + 12·L·H·Q·T per trained token, N the matmul
   // parameters per token, full T×T attention. The causal figure is what kernels actually compute.
@@ -162,7 +173,12 @@ void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int
     cfg.add_row({"attention", fmt::format("full self-attention; cross-attention to {} text tokens", v.text_tokens)});
   } else {
     cfg.add_row({"vocab", std::to_string(m.vocab)});
-    cfg.add_row({"attention", std::string(model::to_string(m.attention))});
+    std::string attention(model::to_string(m.attention));
+    if (const int64_t w = sliding_layer_count(m); w > 0) {
+      attention += fmt::format("; window {} on {} of {} layers", m.sliding_window, w, m.layers);
+    }
+    if (m.attention_sinks) attention += "; sinks";
+    cfg.add_row({"attention", attention});
   }
   if (m.is_moe()) {
     cfg.add_row({"experts (top-k, shared)",
@@ -173,10 +189,12 @@ void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int
 
   Table p({"parameters", "orrery", "published", "error"});
   const double total = static_cast<double>(m.total_params());
-  const double active = static_cast<double>(m.active_params());
+  const double active = static_cast<double>(m.active_params_as_published());
   p.add_row({"total", format_count(total), published(m.provenance.published_total_params),
              pct(relative_error(total, m.provenance.published_total_params))});
-  p.add_row({"active per token", format_count(active), published(m.provenance.published_active_params),
+  p.add_row({m.provenance.published_active_excludes_input_embedding ? "active per token (no input embedding)"
+                                                                    : "active per token",
+             format_count(active), published(m.provenance.published_active_params),
              pct(relative_error(active, m.provenance.published_active_params))});
   p.add_row({"embedding", format_count(static_cast<double>(m.embedding_params())), "-", "-"});
   ctx.out << p.render() << "\n";

@@ -42,6 +42,15 @@
 //                     4096; attention_bias False; tie_word_embeddings False. moe_layer_freq (default 1)
 //                     comes from DeepSeek's own configuration_deepseek.py. The router always carries
 //                     e_score_correction_bias (DeepseekV3TopkRouter).
+//   GptOssConfig      num_hidden_layers 36; num_local_experts 128 (alias num_experts); vocab_size 201088;
+//                     hidden_size 2880; intermediate_size 2880 (each expert); head_dim 64;
+//                     num_attention_heads 64; num_key_value_heads 8 (None -> heads); sliding_window 128;
+//                     tie_word_embeddings False; max_position_embeddings 131072; num_experts_per_tok 4
+//                     (the original checkpoint's experts_per_token); attention_bias True (q/k/v and o);
+//                     layer_types None -> "sliding_attention" on even layers, "full_attention" on odd.
+//                     Always (modeling_gpt_oss.py): a router Linear with bias, experts whose gate_up and
+//                     down projections carry biases, one attention sink per query head. The experts'
+//                     clamped SwiGLU (swiglu_limit, alpha 1.702) costs as a gated SiLU here.
 //   GPT2Config        n_positions 1024; n_inner None -> 4*n_embd; activation_function "gelu_new";
 //                     resid/embd/attn_pdrop 0.1; tie_word_embeddings from PretrainedConfig: True.
 //   OPTConfig         max_position_embeddings 2048; word_embed_proj_dim None -> d_model;
@@ -91,6 +100,7 @@ constexpr ArchEntry kArchs[] = {
     {"Qwen3ForCausalLM", "qwen3", Family::kQwen3},
     {"Qwen3MoeForCausalLM", "qwen3_moe", Family::kQwen3Moe},
     {"DeepseekV3ForCausalLM", "deepseek_v3", Family::kDeepSeekV3},
+    {"GptOssForCausalLM", "gpt_oss", Family::kGptOss},
     {"GPT2LMHeadModel", "gpt2", Family::kGpt2},
     {"OPTForCausalLM", "opt", Family::kOpt},
 };
@@ -310,7 +320,9 @@ void qwen_sliding_window(const Config& c, ModelSpec& s) {
 }
 
 // Llama, Mistral, Mixtral and the Qwen families: RoPE, RMSNorm, gated SiLU MLP, untied by default.
-ModelSpec parse_llama_like(const Config& c, Family family) {
+// What the RoPE decoders (Llama, Mistral, the Qwens, DeepSeek-V3, gpt-oss) share: the required shape
+// keys, RoPE, RMSNorm, a gated MLP of hidden_act (SiLU), untied embeddings by default, attention dropout.
+ModelSpec rope_decoder(const Config& c, Family family) {
   ModelSpec s;
   s.family = family;
   s.hidden = c.required_positive({"hidden_size"});
@@ -324,6 +336,11 @@ ModelSpec parse_llama_like(const Config& c, Family family) {
   s.activation = parse_activation(c, "hidden_act", "silu");
   s.tied_embeddings = c.bool_or("tie_word_embeddings", false);
   s.dropout.attention = c.number_or("attention_dropout", 0.0);
+  return s;
+}
+
+ModelSpec parse_llama_like(const Config& c, Family family) {
+  ModelSpec s = rope_decoder(c, family);
 
   std::optional<int64_t> kv_default;       // None -> heads
   std::optional<int64_t> head_dim_default;  // None -> hidden / heads
@@ -440,20 +457,8 @@ ModelSpec parse_llama_like(const Config& c, Family family) {
 }
 
 ModelSpec parse_deepseek_v3(const Config& c) {
-  ModelSpec s;
-  s.family = Family::kDeepSeekV3;
-  s.hidden = c.required_positive({"hidden_size"});
-  s.layers = c.required_positive({"num_hidden_layers"});
-  s.heads = c.required_positive({"num_attention_heads"});
-  s.ffn = c.required_positive({"intermediate_size"});
-  s.vocab = c.required_positive({"vocab_size"});
+  ModelSpec s = rope_decoder(c, Family::kDeepSeekV3);
   s.kv_heads = s.heads;  // MLA: every head has its own (decompressed) key and value
-  s.positions = PositionKind::kRope;
-  s.norm = NormKind::kRmsNorm;
-  s.mlp = MlpKind::kGated;
-  s.activation = parse_activation(c, "hidden_act", "silu");
-  s.tied_embeddings = c.bool_or("tie_word_embeddings", false);
-  s.dropout.attention = c.number_or("attention_dropout", 0.0);
   s.max_positions = c.int_or({"max_position_embeddings"}, 4096);
   c.check_positive("max_position_embeddings", s.max_positions);
   const bool attention_bias = c.bool_or("attention_bias", false);
@@ -496,6 +501,65 @@ ModelSpec parse_deepseek_v3(const Config& c) {
     s.moe.layer_freq = c.int_or({"moe_layer_freq"}, 1);
     c.check_positive("moe_layer_freq", s.moe.layer_freq);
   }
+  return s;
+}
+
+// transformers' layer_types: one "sliding_attention" or "full_attention" per layer; absent or null ->
+// `def` (an empty vector keeps the spec's own rule).
+std::vector<bool> parse_layer_types(const Config& c, int64_t layers, std::vector<bool> def) {
+  static const char* const kKey = "layer_types";
+  if (!c.present(kKey) || c.is_null(kKey)) return def;
+  const json& v = c.root().at(kKey);
+  if (!v.is_array()) c.fail(kKey, "key 'layer_types': expected an array of strings, found " + describe(v));
+  if (std::ssize(v) != layers) {
+    c.fail(kKey, "key 'layer_types': " + std::to_string(v.size()) + " entries, expected one per layer (" +
+                     std::to_string(layers) + ", num_hidden_layers)");
+  }
+  const std::vector<std::string> kinds = {"sliding_attention", "full_attention"};
+  std::vector<bool> out;
+  out.reserve(v.size());
+  for (const json& e : v) {
+    if (!e.is_string()) c.fail(kKey, "key 'layer_types': expected strings, found " + describe(e) + " in it");
+    const std::string kind = e.get<std::string>();
+    if (kind != kinds[0] && kind != kinds[1]) {
+      c.fail(kKey, "key 'layer_types': unsupported layer type '" + kind + "'", suggest(kind, kinds));
+    }
+    out.push_back(kind == kinds[0]);
+  }
+  return out;
+}
+
+// OpenAI gpt-oss (GptOssConfig, header): GQA with q/k/v/o biases and attention sinks, windowed and full
+// layers alternating, every layer an MoE of biased SwiGLU experts behind a biased router.
+ModelSpec parse_gpt_oss(const Config& c) {
+  ModelSpec s = rope_decoder(c, Family::kGptOss);
+  s.kv_heads = kv_heads_of(c, s.heads, 8);
+  s.head_dim = head_dim_of(c, s.hidden, s.heads, 64);
+  s.max_positions = c.int_or({"max_position_embeddings"}, 131072);
+  c.check_positive("max_position_embeddings", s.max_positions);
+  const bool attention_bias = c.bool_or("attention_bias", true);
+  s.qkv_bias = attention_bias;
+  s.out_bias = attention_bias;
+  s.attention_sinks = true;
+  s.sliding_window = c.nullable_int("sliding_window", 128).value_or(0);
+  c.check_non_negative("sliding_window", s.sliding_window);
+  std::vector<bool> alternate(static_cast<size_t>(s.layers));
+  for (size_t l = 0; l < alternate.size(); ++l) alternate[l] = l % 2 == 0;
+  s.sliding_layers = parse_layer_types(c, s.layers, std::move(alternate));
+
+  const char* experts_key = c.key_or({"num_local_experts", "num_experts"});
+  const char* top_k_key = c.key_or({"num_experts_per_tok", "experts_per_token"});
+  s.moe.num_experts = c.int_or({"num_local_experts", "num_experts"}, 128);
+  c.check_positive(experts_key, s.moe.num_experts);
+  s.moe.top_k = c.int_or({"num_experts_per_tok", "experts_per_token"}, 4);
+  c.check_positive(top_k_key, s.moe.top_k);
+  if (s.moe.top_k > s.moe.num_experts) {
+    c.fail(top_k_key, "key '" + std::string(top_k_key) + "' (" + std::to_string(s.moe.top_k) +
+                          ") exceeds the number of experts (" + std::to_string(s.moe.num_experts) + ")");
+  }
+  s.moe.expert_ffn = s.ffn;
+  s.moe.router_bias = true;
+  s.moe.expert_bias = true;
   return s;
 }
 
@@ -747,6 +811,18 @@ model::Provenance parse_provenance(const Config& c) {
       }
       *target = v.at(field).get<double>();
     }
+    if (v.contains("active_convention") && !v.at("active_convention").is_null()) {
+      const json& conv = v.at("active_convention");
+      const std::vector<std::string> kinds = {"including_input_embedding", "excluding_input_embedding"};
+      const std::string name = conv.is_string() ? conv.get<std::string>() : std::string();
+      if (name != kinds[0] && name != kinds[1]) {
+        c.fail("orrery_published_params",
+               "key 'orrery_published_params.active_convention': expected \"including_input_embedding\" or "
+               "\"excluding_input_embedding\", found " + (conv.is_string() ? "'" + name + "'" : describe(conv)),
+               suggest(name, kinds));
+      }
+      p.published_active_excludes_input_embedding = name == kinds[1];
+    }
   }
   return p;
 }
@@ -791,6 +867,7 @@ model::ModelSpec parse_hf_config(std::string_view text, const std::string& sourc
     c.set_architecture(entry.architecture);
     switch (entry.family) {
       case Family::kDeepSeekV3: s = parse_deepseek_v3(c); break;
+      case Family::kGptOss: s = parse_gpt_oss(c); break;
       case Family::kGpt2: s = parse_gpt2(c); break;
       case Family::kOpt: s = parse_opt(c); break;
       default: s = parse_llama_like(c, entry.family); break;

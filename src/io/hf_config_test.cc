@@ -148,11 +148,46 @@ TEST(HfConfigCatalog, EveryShippedModelParsesAndIsNearItsPublishedCount) {
         << "computed " << s.total_params();
     EXPECT_EQ(s.is_moe(), s.provenance.published_active_params > 0.0);
     if (s.provenance.published_active_params > 0.0) {
-      EXPECT_LT(rel_error(static_cast<double>(s.active_params()), s.provenance.published_active_params), 0.025)
-          << "computed " << s.active_params();
+      EXPECT_LT(rel_error(static_cast<double>(s.active_params_as_published()), s.provenance.published_active_params),
+                0.025)
+          << "computed " << s.active_params_as_published();
     }
   }
-  EXPECT_EQ(files, 27);
+  EXPECT_EQ(files, 30);
+}
+
+TEST(HfConfigCatalog, GptOssLoadsTheModelCardCounts) {
+  REQUIRE_CATALOG();
+  // model_spec_test.cc (GptOssCountsMatchItsModelCard) derives these by hand from the same config.
+  const ModelSpec big = load("gpt-oss-120b");
+  EXPECT_EQ(big.family, model::Family::kGptOss);
+  EXPECT_EQ(big.total_params(), 116'829'156'672);
+  EXPECT_EQ(big.active_params(ActiveEmbedding::kExclude), 5'132'849'472);
+  EXPECT_TRUE(big.provenance.published_active_excludes_input_embedding);
+  EXPECT_EQ(big.active_params_as_published(), big.active_params(ActiveEmbedding::kExclude));
+  EXPECT_TRUE(big.attention_sinks && big.moe.expert_bias && big.moe.router_bias && big.qkv_bias && big.out_bias);
+  EXPECT_EQ(big.sliding_window, 128);
+  EXPECT_TRUE(big.is_sliding_layer(0));
+  EXPECT_FALSE(big.is_sliding_layer(35));
+  const ModelSpec small = load("gpt-oss-20b");
+  EXPECT_EQ(small.total_params(), 20'914'757'184);
+  EXPECT_EQ(small.active_params(ActiveEmbedding::kExclude), 3'608'307'264);
+}
+
+TEST(HfConfigCatalog, KimiK2IsTheDeepSeekV3Architecture) {
+  REQUIRE_CATALOG();
+  // Kimi K2 ships model_type kimi_k2 with architectures DeepseekV3ForCausalLM. By hand: MLA attention
+  // per layer q_a 7168*1536 + norm 1536, q_b 1536*64*192, kv_a 7168*576 + norm 512, kv_b 512*64*256,
+  // o 8192*7168 = 101,124,096 (+ 2*7168 block norms); layer 0 dense 3*7168*18432 = 396,361,728; 60 MoE
+  // layers of router 384*7168 + 384 bias, shared 3*7168*2048 and 384 experts of 44,040,192; embedding
+  // and LM head 2*163840*7168; final norm 7168. Total 1,026,408,232,448 (-1.3% from the report's
+  // 1.04T, +2.6% from the model card's 1T).
+  const ModelSpec s = load("kimi-k2");
+  EXPECT_EQ(s.family, model::Family::kDeepSeekV3);
+  EXPECT_EQ(s.moe.num_experts, 384);
+  EXPECT_EQ(s.moe.first_dense_layers, 1);
+  EXPECT_EQ(s.layer_params(0).attention, 101'124'096);
+  EXPECT_EQ(s.total_params(), 1'026'408'232'448);
 }
 
 TEST(HfConfigCatalog, Qwen3MoeTrainingFlopsFollowPalm) {
@@ -289,7 +324,59 @@ TEST(HfConfig, ReadsTheOrreryProvenanceKeys) {
   EXPECT_DOUBLE_EQ(s.provenance.published_active_params, 0.0);
 }
 
+TEST(HfConfig, GptOssDefaultsAlternateWindowsAndReadTheCheckpointsExpertKey) {
+  // GptOssConfig: layer_types None -> even layers sliding; the original checkpoint's experts_per_token
+  // stands in for num_experts_per_tok; head_dim 64 and 8 kv heads by default.
+  const ModelSpec s = parse_hf_config(R"({"architectures": ["GptOssForCausalLM"], "hidden_size": 256,
+    "intermediate_size": 128, "num_attention_heads": 8, "num_hidden_layers": 4, "vocab_size": 100,
+    "num_local_experts": 8, "experts_per_token": 2})",
+                                      "g.json");
+  EXPECT_EQ(s.moe.top_k, 2);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_EQ(s.kv_heads, 8);
+  EXPECT_EQ(s.sliding_window, 128);
+  EXPECT_TRUE(s.is_sliding_layer(0));
+  EXPECT_FALSE(s.is_sliding_layer(1));
+  EXPECT_TRUE(s.is_sliding_layer(2));
+  // Per layer: q 256*512 + 512, k and v 256*512 + 512 (8 kv heads of 64), o 512*256 + 256, sinks 8 =
+  // 526,088; each expert 256*256 + 256 + 128*256 + 256 = 98,816.
+  EXPECT_EQ(s.layer_params(0).attention, 526'088);
+  EXPECT_EQ(s.layer_params(0).routed_experts, 8 * 98'816);
+  // An explicit list overrides the default pattern; a null window turns every layer full.
+  const ModelSpec listed = parse_hf_config(R"({"architectures": ["GptOssForCausalLM"], "hidden_size": 256,
+    "intermediate_size": 128, "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 100,
+    "layer_types": ["full_attention", "sliding_attention"]})",
+                                           "g.json");
+  EXPECT_FALSE(listed.is_sliding_layer(0));
+  EXPECT_TRUE(listed.is_sliding_layer(1));
+  const ModelSpec unwindowed = parse_hf_config(R"({"architectures": ["GptOssForCausalLM"], "hidden_size": 256,
+    "intermediate_size": 128, "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 100,
+    "sliding_window": null})",
+                                               "g.json");
+  EXPECT_FALSE(unwindowed.is_sliding_layer(0));
+}
+
 // ---- Error paths ----
+
+TEST(HfConfigErrors, GptOssLayerTypesAreCheckedByKey) {
+  const std::string head = R"({"architectures": ["GptOssForCausalLM"], "hidden_size": 256,
+    "intermediate_size": 128, "num_attention_heads": 8, "num_hidden_layers": 2, "vocab_size": 100, )";
+  expect_error(head + R"("layer_types": ["full_attention"]})",
+               "key 'layer_types': 1 entries, expected one per layer (2, num_hidden_layers)");
+  expect_error(head + R"("layer_types": ["full_attention", "sliding"]})",
+               "key 'layer_types': unsupported layer type 'sliding'; did you mean 'sliding_attention'?");
+  expect_error(head + R"("layer_types": "full_attention"})", "key 'layer_types': expected an array of strings");
+  expect_error(head + R"("layer_types": ["full_attention", 1]})", "key 'layer_types': expected strings");
+  expect_error(head + R"("num_local_experts": 4, "num_experts_per_tok": 5})",
+               "key 'num_experts_per_tok' (5) exceeds the number of experts (4)");
+  expect_error(head + R"("experts_per_token": 0})", "key 'experts_per_token' must be positive");
+}
+
+TEST(HfConfigErrors, UnknownActiveConventionSuggestsTheNearestName) {
+  std::string text = kTinyLlama;
+  text.insert(1, R"("orrery_published_params": {"total": 2e6, "active_convention": "excluding_embedding"},)");
+  expect_error(text, "did you mean 'excluding_input_embedding'?");
+}
 
 TEST(HfConfigErrors, MalformedJsonReportsTheLine) {
   // The missing comma is detected at the start of line 3.

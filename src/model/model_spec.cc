@@ -1,6 +1,7 @@
 #include "model/model_spec.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -20,6 +21,7 @@ std::string_view to_string(Family f) {
     case Family::kQwen3: return "qwen3";
     case Family::kQwen3Moe: return "qwen3_moe";
     case Family::kDeepSeekV3: return "deepseek_v3";
+    case Family::kGptOss: return "gpt_oss";
     case Family::kGpt2: return "gpt2";
     case Family::kOpt: return "opt";
     case Family::kDit: return "dit";
@@ -203,6 +205,13 @@ void ModelSpec::validate(const Where& where) const {
   non_negative("word_embed_proj_dim", word_embed_proj_dim);
   non_negative("sliding_window", sliding_window);
   non_negative("sliding_window_first_layer", sliding_window_first_layer);
+  if (!sliding_layers.empty() && std::ssize(sliding_layers) != layers) {
+    fail("sliding_layers", "sliding_layers has " + std::to_string(sliding_layers.size()) +
+                               " entries; expected one per layer (" + std::to_string(layers) + ")");
+  }
+  if (attention_sinks && attention != AttentionKind::kMha) {
+    fail("attention_sinks", "attention sinks are modelled for multi-head (MHA/GQA) attention only");
+  }
   if (positions == PositionKind::kLearned) positive("max_positions", max_positions);
 
   if (attention == AttentionKind::kMha) {
@@ -255,7 +264,9 @@ bool ModelSpec::is_moe_layer(int64_t layer) const {
 }
 
 bool ModelSpec::is_sliding_layer(int64_t layer) const {
-  return sliding_window > 0 && layer >= sliding_window_first_layer;
+  if (sliding_window <= 0) return false;
+  if (!sliding_layers.empty()) return sliding_layers[static_cast<size_t>(layer)];
+  return layer >= sliding_window_first_layer;
 }
 
 int64_t ModelSpec::num_moe_layers() const {
@@ -310,6 +321,7 @@ LayerParams ModelSpec::layer_params(int64_t layer) const {
     p.attention = attn_matmul;
     if (qkv_bias) p.attention += q_width() + k_width() + v_width();
     if (qk_norm) p.attention += 2 * norm_params(head_dim);
+    if (attention_sinks) p.attention += heads;
   } else {
     const int64_t qk = mla.qk_head_dim();
     if (mla.q_lora_rank > 0) {
@@ -339,14 +351,15 @@ LayerParams ModelSpec::layer_params(int64_t layer) const {
     if (mlp_bias) p.mlp += (mats - 1) * ffn + h;
     mlp_active = p.mlp;
   } else {
-    // Experts are always gated (SwiGLU) MLPs without biases in the supported families.
-    const int64_t expert = 3 * h * moe.expert_ffn;
+    // Experts are always gated (SwiGLU) MLPs; only gpt-oss gives them biases (2 f up/gate, h down).
+    const int64_t expert = 3 * h * moe.expert_ffn + (moe.expert_bias ? 2 * moe.expert_ffn + h : 0);
+    const int64_t expert_matmul = 3 * h * moe.expert_ffn;
     const int64_t shared = 3 * h * moe.shared_expert_ffn;
     p.router = moe.num_experts * h + (moe.router_bias ? moe.num_experts : 0);
     p.routed_experts = moe.num_experts * expert;
     p.shared_experts = moe.num_shared_experts * shared + (moe.shared_expert_gate ? h : 0);
     p.mlp = p.router + p.routed_experts + p.shared_experts;
-    mlp_matmul_active = moe.num_experts * h + moe.top_k * expert + p.shared_experts;
+    mlp_matmul_active = moe.num_experts * h + moe.top_k * expert_matmul + p.shared_experts;
     mlp_active = p.router + moe.top_k * expert + p.shared_experts;
   }
   p.active = p.attention + p.norms + mlp_active;
@@ -414,6 +427,11 @@ int64_t ModelSpec::active_params(ActiveEmbedding embedding) const {
     n += b.token_embedding;  // the tied table is still the LM head's matrix
   }
   return n;
+}
+
+int64_t ModelSpec::active_params_as_published() const {
+  return active_params(provenance.published_active_excludes_input_embedding ? ActiveEmbedding::kExclude
+                                                                             : ActiveEmbedding::kInclude);
 }
 
 int64_t ModelSpec::embedding_params() const {

@@ -66,6 +66,7 @@ enum class Family {
   kQwen3,
   kQwen3Moe,
   kDeepSeekV3,
+  kGptOss,      // OpenAI gpt-oss: alternating windowed/full attention with sinks, experts with biases
   kGpt2,        // GPT-2 and GPT-3 (shipped as a GPT-2-style config)
   kOpt,
   kDit,         // video diffusion transformer (Wan2.1 WanTransformer3DModel); ModelSpec::dit holds the rest
@@ -111,11 +112,13 @@ struct MoeSpec {
   int64_t num_shared_experts = 0;  // experts every token goes through
   int64_t shared_expert_ffn = 0;   // intermediate size of each shared expert
   bool shared_expert_gate = false; // Qwen2-MoE: sigmoid(x W), W of shape h x 1, scales the shared expert
-  bool router_bias = false;        // DeepSeek-V3: e_score_correction_bias, one per routed expert
+  bool router_bias = false;        // one per routed expert: DeepSeek-V3's e_score_correction_bias,
+                                   // gpt-oss's router Linear bias
   int64_t first_dense_layers = 0;
   int64_t layer_freq = 1;
   int64_t layer_freq_offset = 0;
   std::vector<int64_t> dense_layers;
+  bool expert_bias = false;        // gpt-oss: each routed expert's up/gate (2 f) and down (h) biases
 };
 
 // Dropout probabilities (training only). A nonzero probability makes training save a 1-byte mask.
@@ -165,6 +168,9 @@ struct Provenance {
   std::string source;                   // URLs of the config and the paper or model card
   double published_total_params = 0.0;  // as stated by the publisher; 0 = not stated
   double published_active_params = 0.0;
+  // Whether the publisher's active count leaves out the input embedding table (gpt-oss's model card
+  // counts the unembedding but not the embedding): compare with active_params(kExclude) then.
+  bool published_active_excludes_input_embedding = false;
 };
 
 // Parameters of one transformer layer.
@@ -245,6 +251,10 @@ struct ModelSpec {
   bool mlp_bias = false;      // biases on the dense MLP matrices
   int64_t sliding_window = 0;              // 0 = full attention
   int64_t sliding_window_first_layer = 0;  // layers >= this one use the window
+  // Per layer (transformers' layer_types), when not empty: which layers use the window; it replaces
+  // sliding_window_first_layer and must have one entry per layer (gpt-oss alternates, sliding first).
+  std::vector<bool> sliding_layers;
+  bool attention_sinks = false;  // gpt-oss: one learned logit per query head joins each softmax
 
   MoeSpec moe;
   DitSpec dit;                // used when family == kDit
@@ -283,6 +293,9 @@ struct ModelSpec {
   ParamBreakdown param_breakdown() const;
   int64_t total_params() const;
   int64_t active_params(ActiveEmbedding embedding = ActiveEmbedding::kInclude) const;
+  // active_params counted the way provenance.published_active_params was (with or without the input
+  // embedding), for comparing the two.
+  int64_t active_params_as_published() const;
   int64_t embedding_params() const;      // token + position tables (+ OPT projections)
   int64_t non_embedding_params() const;  // total minus embeddings and an untied LM head
   // PaLM's N: weights one token multiplies by, including the LM head (even when tied) and excluding

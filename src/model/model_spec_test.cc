@@ -4,6 +4,7 @@
 
 #include "model/test_models.h"
 
+#include <cmath>
 #include <string>
 
 namespace orrery::model {
@@ -193,6 +194,60 @@ TEST(ModelSpec, SlidingWindowAppliesFromItsFirstLayer) {
   s.sliding_window_first_layer = 28;
   EXPECT_FALSE(s.is_sliding_layer(27));
   EXPECT_TRUE(s.is_sliding_layer(28));
+}
+
+TEST(ModelSpec, GptOssCountsMatchItsModelCard) {
+  // gpt-oss model card (OpenAI 2025, arXiv:2508.10925), Table 1, gpt-oss-120b: MLP 114.71B, attention
+  // 0.96B, embedding + unembedding 1.16B, total 116.83B, active 5.13B (unembedding counted, embedding
+  // not). By hand, per layer: attention q 2880*4096 + 4096, k and v 2880*512 + 512 each, o 4096*2880 +
+  // 2880, sinks 64 = 26,550,144; MLP router 2880*128 + 128 = 368,768 and 128 experts of (2880*5760 +
+  // 5760) + (2880*2880 + 2880) = 24,891,840 each = 3,186,524,288; norms 2*2880.
+  const ModelSpec s = testing::gpt_oss();
+  const LayerParams l = s.layer_params(0);
+  EXPECT_EQ(l.attention, 26'550'144);
+  EXPECT_EQ(l.router, 368'768);
+  EXPECT_EQ(l.routed_experts, 128LL * 24'891'840);
+  EXPECT_EQ(l.mlp, 3'186'524'288);
+  EXPECT_EQ(l.norms, 5'760);
+  EXPECT_EQ(s.layer_params(1).total(), l.total());  // a full-attention layer has the same weights
+  const ParamBreakdown b = s.param_breakdown();
+  EXPECT_EQ(b.token_embedding + b.lm_head, 1'158'266'880);  // 2 * 201088 * 2880
+  // 36 * (26,550,144 + 3,186,524,288 + 5,760) + 1,158,266,880 + 2880 (final norm).
+  EXPECT_EQ(s.total_params(), 116'829'156'672);
+  EXPECT_LT(std::abs(static_cast<double>(s.total_params()) / 116.83e9 - 1.0), 0.0005);
+  // Active: 36 * (26,550,144 + 5,760 + 368,768 + 4 * 24,891,840) + 2880 + 579,133,440 (unembedding).
+  EXPECT_EQ(s.active_params(ActiveEmbedding::kExclude), 5'132'849'472);
+  EXPECT_LT(std::abs(static_cast<double>(s.active_params(ActiveEmbedding::kExclude)) / 5.13e9 - 1.0), 0.001);
+  // gpt-oss-20b (same table: 20.91B total, 3.61B active): 24 layers of 32 experts.
+  const ModelSpec small = testing::gpt_oss(24, 32);
+  EXPECT_EQ(small.total_params(), 20'914'757'184);
+  EXPECT_EQ(small.active_params(ActiveEmbedding::kExclude), 3'608'307'264);
+}
+
+TEST(ModelSpec, LayerTypesPickTheSlidingLayers) {
+  // gpt-oss alternates: even layers use the 128-token window, odd ones attend fully.
+  ModelSpec s = testing::gpt_oss();
+  EXPECT_TRUE(s.is_sliding_layer(0));
+  EXPECT_FALSE(s.is_sliding_layer(1));
+  EXPECT_TRUE(s.is_sliding_layer(34));
+  EXPECT_FALSE(s.is_sliding_layer(35));
+  // The per-layer list replaces the first-layer rule, and no window means no sliding layer.
+  s.sliding_window_first_layer = 30;
+  EXPECT_TRUE(s.is_sliding_layer(0));
+  s.sliding_window = 0;
+  EXPECT_FALSE(s.is_sliding_layer(0));
+}
+
+TEST(ModelSpec, ValidateRejectsALayerTypeListOfTheWrongLength) {
+  ModelSpec s = testing::gpt_oss();
+  s.sliding_layers.pop_back();
+  try {
+    s.validate();
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().key, "sliding_layers");
+    EXPECT_NE(std::string(e.what()).find("35 entries"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ModelSpec, ValidateNamesTheKeyOfAZeroSize) {

@@ -201,6 +201,8 @@ class OpBuilder {
       const double kv_read = window > 0 ? std::min(kv_len, d(window + shape_.seq - 1)) : kv_len;
       attention_core("attn.core", shape_.kv_len(), attended_pairs(shape_.seq, shape_.past, window, options_.attention),
                      kv_read, AttentionMask::kCausal);
+      // gpt-oss's sinks: one logit per head joins each row's softmax normalizer (no FLOPs to speak of).
+      if (s.attention_sinks) ops_.back().params += s.heads;
     }
     const int64_t out_k = s.attn_out_width();
     gemm("attn.out", OpKind::kGemm, tokens, h, out_k, 1, out_k * h + (s.out_bias ? h : 0), tokens * d(out_k));
@@ -270,8 +272,8 @@ class OpBuilder {
       const double routed = tokens * d(moe.top_k);
       const double rows = routed * options_.moe_load_factor;
       elementwise("moe.permute", OpKind::kElementwise, rows * d(h), 0.0, tokens * d(h), 0.0);
-      // Experts are gated MLPs without biases; their permuted input is saved by the up GEMM.
-      mlp("moe.experts", rows, moe.expert_ffn, moe.num_experts, false, true, true);
+      // Experts are gated MLPs (biased in gpt-oss); their permuted input is saved by the up GEMM.
+      mlp("moe.experts", rows, moe.expert_ffn, moe.num_experts, moe.expert_bias, true, true);
       // Weighted sum of each token's top_k expert outputs; the gate gradient needs those outputs.
       elementwise("moe.combine", OpKind::kElementwise, tokens * d(h), 2.0 * d(moe.top_k), routed * d(h) + routed,
                   routed * d(h) * dt_);

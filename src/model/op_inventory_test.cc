@@ -76,6 +76,22 @@ TEST(OpInventory, SlidingWindowCapsTheAttentionCost) {
   EXPECT_DOUBLE_EQ(core.fwd_flops.count(), 2.0 * 32 * 25'167'872.0 * 256);
 }
 
+TEST(OpInventory, AlternatingLayerTypesGiveTwoLayerGroups) {
+  // gpt-oss: even layers windowed (w = 128), odd layers full; at s = 4096 (causal) a windowed layer
+  // attends sum_{p=1}^{128} p + (4096 - 128) * 128 = 8,256 + 507,904 = 516,160 pairs per head, a full
+  // one 4096 * 4097 / 2 = 8,390,656; FLOPs 2 * 64 heads * pairs * (64 + 64).
+  const ModelSpec s = testing::gpt_oss();
+  const Inventory inv = build_inventory(s, Shape::training(1, 4096));
+  ASSERT_EQ(inv.groups.size(), 2u);
+  EXPECT_EQ(inv.groups[0].layer_indices.size(), 18u);
+  EXPECT_EQ(inv.groups[0].layer_indices[1], 2);
+  EXPECT_EQ(inv.groups[1].layer_indices[0], 1);
+  EXPECT_DOUBLE_EQ(find_op(inv.groups[0].ops, "attn.core").fwd_flops.count(), 2.0 * 64 * 516'160.0 * 128);
+  EXPECT_DOUBLE_EQ(find_op(inv.groups[1].ops, "attn.core").fwd_flops.count(), 2.0 * 64 * 8'390'656.0 * 128);
+  // The experts' biases ride on their GEMMs: 128 x (2880 x 5760 + 5760) on the up/gate projection.
+  EXPECT_EQ(find_op(inv.groups[0].ops, "moe.experts.up_gate").params, 128LL * (2880 * 5760 + 5760));
+}
+
 TEST(OpInventory, TrainingFlopsPerTokenMatchPalmForADenseModel) {
   // PaLM (Chowdhery et al. 2022, App. B): 6N + 12*L*H*Q*T with full T x T attention.
   // Llama-3-8B matmul weights per layer: attention 2*4096^2 + 2*4096*1024 = 41,943,040; SwiGLU
@@ -212,7 +228,7 @@ TEST(OpInventory, OpParametersSumToTheSpecTotal) {
   opt.word_embed_proj_dim = 32;
   ModelSpec qwen3 = llama3_8b();
   qwen3.qk_norm = true;
-  for (const ModelSpec& s : {llama3_8b(), mixtral_8x7b(), gpt_175b(), qwen2_moe, mla, opt, qwen3}) {
+  for (const ModelSpec& s : {llama3_8b(), mixtral_8x7b(), gpt_175b(), qwen2_moe, mla, opt, qwen3, testing::gpt_oss(4, 8)}) {
     const Inventory inv = build_inventory(s, Shape::training(1, 8));
     int64_t sum = 0;
     for (const Op& op : inv.pre_ops) sum += op.params;

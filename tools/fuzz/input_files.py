@@ -83,6 +83,25 @@ open(S+'config.json','w').write('''{
   "vocab_size": 32000
 }
 ''')
+# A small gpt-oss config: the per-layer layer_types list, the checkpoint's experts_per_token spelling.
+open(S+'oss.json','w').write('''{
+  "architectures": ["GptOssForCausalLM"],
+  "attention_bias": true,
+  "experts_per_token": 2,
+  "head_dim": 64,
+  "hidden_size": 512,
+  "intermediate_size": 512,
+  "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+  "model_type": "gpt_oss",
+  "num_attention_heads": 8,
+  "num_hidden_layers": 4,
+  "num_key_value_heads": 2,
+  "num_local_experts": 8,
+  "sliding_window": 128,
+  "vocab_size": 32000,
+  "orrery_published_params": {"total": 1e8, "active_convention": "excluding_input_embedding"}
+}
+''')
 open(S+'catalog.yaml','w').write("""gpus:
   - {name: x100, vendor: acme, memory: 96 GiB, memory_bandwidth: 4 TB/s, flops: {bf16: 990 TFLOP/s, fp8: 1980 TFLOP/s},
      pcie: {generation: 5, bandwidth_per_direction: 64 GB/s}, tdp: 700 W, source: "input_files.py fixture"}
@@ -94,6 +113,7 @@ cases = {
  'generic.csv': lambda f: ['serve','--trace',f],
  'topo.topo':   lambda f: ['net','collective','--topology',f,'--op','all-reduce','--size','64MiB'],
  'config.json': lambda f: ['train','--model',f,'--gpu','h100-sxm','--gpus','8','--gbs','16'],
+ 'oss.json':    lambda f: ['train','--model',f,'--gpu','h100-sxm','--gpus','8','--ep','8','--gbs','16'],
  'calib.yaml':  lambda f: ['train','--model','llama3-8b','--gpu','h100-sxm','--gpus','8','--gbs','16','--calibration',f],
  'kernels.csv': lambda f: ['calibrate','--gpu','h100-sxm','--kernels',f],
  'sweep.csv':   lambda f: ['calibrate','--gpu','h100-sxm','--sweep',f],

@@ -95,8 +95,8 @@ PLANS = int(argv[1]) if len(argv) > 1 else 40
 SEED = int(argv[2]) if len(argv) > 2 else 1
 J = int(os.environ.get('J', '2'))
 
-MODELS = ['gpt2', 'llama2-7b', 'llama3-8b', 'mixtral-8x7b', 'qwen3-30b-a3b']
-MOE = {'mixtral-8x7b', 'qwen3-30b-a3b'}
+MODELS = ['gpt2', 'llama2-7b', 'llama3-8b', 'mixtral-8x7b', 'qwen3-30b-a3b', 'gpt-oss-20b']
+MOE = {'mixtral-8x7b', 'qwen3-30b-a3b', 'gpt-oss-20b'}
 EPS = 1e-9
 
 
