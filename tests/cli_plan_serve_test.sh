@@ -156,4 +156,6 @@ expect stable-only-none-reason 1 "is stable \(rejects\)" -- plan serve --model l
 expect bad-kv-tokens 2 "--kv-tokens" -- plan serve --model llama2-7b --kv-tokens -5
 expect bad-cpu-overhead 2 "--cpu-overhead" -- plan serve --model llama2-7b --cpu-overhead 1
 
+expect plan-serve-expert-weights-dense 2 "'llama2-7b' has no routed experts to store as fp8" -- plan serve --model llama2-7b --expert-weights fp8
+
 finish plan_serve

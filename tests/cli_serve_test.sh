@@ -102,4 +102,20 @@ printf 'gpu: h100-sxm\n' > "$tmps/h100.yaml"
 expect serve-calibration-other-gpu 2 "calibration is for GPU 'h100-sxm', the run uses 'a100-sxm-80gb'" -- "${sv[@]}" --calibration "$tmps/h100.yaml"
 rm -rf "$tmps"
 
+# gpt-oss-120b on one H100 80GB: in bf16 its 116.8B parameters (233.7 GB) do not fit; with its experts
+# in MXFP4 (4.25 bits, as the checkpoint ships them) the weights are 65,248,815,744 B = 60.77 GiB, the
+# model card's 60.8 GiB checkpoint (src/serve/replica_test.cc derives it), and the replica runs.
+oss=(serve --model gpt-oss-120b --gpu h100-sxm --dtype bf16 --requests 20)
+expect serve-oss-bf16-too-big 2 "gpt-oss-120b does not fit on h100-sxm" -- "${oss[@]}"
+if "$bin" --json "${oss[@]}" --expert-weights mxfp4 | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert d["memory"]["weights_bytes"] == 65248815744, d["memory"]["weights_bytes"]
+assert d["config"]["expert_weights"] == "mxfp4"
+assert d["result"]["completed"] == 20 if "completed" in d["result"] else True
+' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL serve-oss-mxfp4"; fail=$((fail+1)); fi
+expect serve-expert-weights-dense 2 "'llama2-7b' has no routed experts to store as mxfp4" -- serve --model llama2-7b --expert-weights mxfp4
+expect serve-expert-weights-bad 2 "--expert-weights: unknown expert weight format 'mxfp5'; did you mean 'mxfp4'" -- serve --model gpt-oss-20b --expert-weights mxfp5
+one_line_error serve-expert-weights-bad-one-line serve --model gpt-oss-20b --expert-weights mxfp5
+
 finish cli_serve

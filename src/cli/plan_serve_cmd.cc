@@ -51,6 +51,7 @@ struct PlanServeArgs {
   int64_t requests = 2000;
   uint64_t seed = 0;
   std::string dtype = "fp16";
+  std::string expert_weights = "same";
   std::string exec_model = "roofline";
   std::string profile;      // --profile FILE: vidur-profile's mlp.csv
   std::string calibration;  // --calibration FILE: for the configurations on its GPU
@@ -197,6 +198,12 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   o.exec.cpu_base = parse_time(a.cpu_overhead, kCl.with_key("--cpu-overhead"));
   o.exec.cpu_per_seq = parse_time(a.cpu_overhead_per_seq, kCl.with_key("--cpu-overhead-per-seq"));
   o.base.dtype = *dt;
+  o.base.expert_weights = sv::parse_expert_weights(a.expert_weights, kCl.with_key("--expert-weights"));
+  if (o.base.expert_weights != sv::ExpertWeights::kSame && !model.is_moe()) {
+    throw InputError(kCl.with_key("--expert-weights"),
+                     "'" + model.name + "' has no routed experts to store as " + a.expert_weights,
+                     "use --expert-weights with an MoE model, e.g. gpt-oss-120b");
+  }
   o.exec_model = a.exec_model;
   o.start_rate = a.start_rate;
   o.rel_tol = a.tolerance;
@@ -325,6 +332,8 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
     j["requests"] = a.requests;
     j["seed"] = a.seed;
     j["exec_model"] = a.exec_model;
+    j["dtype"] = a.dtype;
+    j["expert_weights"] = a.expert_weights;
     j["profile"] = a.profile.empty() ? Json(nullptr) : Json(a.profile);
     j["cpu_overhead_s"] = o.exec.cpu_base.to_seconds();
     j["cpu_overhead_per_seq_s"] = o.exec.cpu_per_seq.to_seconds();
@@ -428,6 +437,9 @@ void register_plan_serve_command(CLI::App& app, std::vector<std::pair<CLI::App*,
   c->add_option("--requests", a->requests, "requests per probe (a trace: its first N)")->capture_default_str();
   c->add_option("--seed", a->seed, "seed of the synthetic workload")->capture_default_str();
   c->add_option("--dtype", a->dtype, "weights and KV precision")->capture_default_str();
+  c->add_option("--expert-weights", a->expert_weights,
+                "MoE models: the routed experts' weights stored as same (--dtype) | fp8 | mxfp4, computed in --dtype")
+      ->capture_default_str();
   c->add_option("--exec-model", a->exec_model, "roofline | vidur-profile | linear | piecewise")->capture_default_str();
   c->add_option("--profile", a->profile, "vidur-profile: the model's measured mlp.csv (one --gpus type)")->type_name("FILE");
   c->add_option("--kv-tokens", a->kv_tokens, "KV capacity per replica in tokens (overrides the memory plan)");

@@ -41,6 +41,7 @@ struct ServeArgs {
   int64_t tp = 1;
   int64_t pp = 1;
   std::string dtype = "fp16";
+  std::string expert_weights = "same";
   std::string scheduler = "vllm";
   std::string trace;
   std::string trace_format;
@@ -117,6 +118,9 @@ void add_common_options(CLI::App* cmd, ServeArgs& a) {
   cmd->add_option("--tp", a.tp, "tensor-parallel degree")->capture_default_str();
   cmd->add_option("--pp", a.pp, "pipeline-parallel degree")->capture_default_str();
   cmd->add_option("--dtype", a.dtype, "weights and KV precision")->capture_default_str();
+  cmd->add_option("--expert-weights", a.expert_weights,
+                  "MoE models: the routed experts' weights stored as same (--dtype) | fp8 | mxfp4 (4.25 bits, as gpt-oss ships them), computed in --dtype")
+      ->capture_default_str();
   cmd->add_option("--trace", a.trace, "request trace (azure, mooncake, vidur or generic CSV; docs/workloads.md)")
       ->type_name("FILE");
   cmd->add_option("--trace-format", a.trace_format, "azure | mooncake | vidur | generic | serving-run (default: detected)");
@@ -250,6 +254,7 @@ Setup make_setup(Context& ctx, const ServeArgs& a) {
   s.replica.tp = a.tp;
   s.replica.pp = a.pp;
   s.replica.dtype = *dt;
+  s.replica.expert_weights = sv::parse_expert_weights(a.expert_weights, kCl.with_key("--expert-weights"));
   s.replica.block_size = a.block_size;
   s.replica.watermark = a.watermark;
   s.replica.gpu_memory_utilization = a.gpu_memory_utilization;
@@ -499,6 +504,7 @@ Json config_json(const ServeArgs& a, const Setup& s, const sv::SimOptions& so) {
               {"pp", a.pp},
               {"virtual_engines", a.pp > 1 && sv::runs_virtual_engines(a.scheduler) ? a.pp : int64_t{1}},
               {"dtype", a.dtype},
+              {"expert_weights", a.expert_weights},
               {"scheduler", a.scheduler},
               {"exec_model", a.exec_model},
               {"calibration", a.calibration.empty() ? Json(nullptr) : Json(a.calibration)},

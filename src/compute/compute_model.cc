@@ -355,7 +355,8 @@ Time ComputeModel::gemm(const GemmShape& s, hw::DType dtype) const {
   const double eb = hw::dtype_bytes(dtype);
   const double count = d(s.count);
   const double bw = gpu_->memory_bandwidth.bytes_per_second() * c.gemm_memory_efficiency;
-  const double base_bytes = eb * count * (s.m * d(s.k) + d(s.k) * d(s.n) + s.m * d(s.n));
+  const double wb = s.weight_bytes > 0.0 ? s.weight_bytes : eb;
+  const double base_bytes = count * (eb * (s.m * d(s.k) + s.m * d(s.n)) + wb * d(s.k) * d(s.n));
   const double p = c.transition_sharpness;
 
   if (c.sm_count <= 0) {

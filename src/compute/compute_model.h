@@ -52,6 +52,10 @@ struct GemmShape {
   int64_t n = 0;
   int64_t k = 0;
   int64_t count = 1;  // independent GEMMs of this shape
+  // Bytes per element of the k x n operand (the weights) when they are stored narrower than the
+  // compute dtype and widened inside the kernel (weight-only quantization: MXFP4 0.53125, fp8 1);
+  // 0: the compute dtype's. The math runs at the compute dtype's rate either way.
+  double weight_bytes = 0.0;
 };
 
 // One sequence's share of an attention kernel: `q` new (query) tokens attending to `kv` tokens

@@ -363,6 +363,27 @@ TEST(Gemm, WithoutSmCountItIsAPlainRoofline) {
   EXPECT_NEAR(cm.gemm({8192, 8192, 8192, 1}, hw::DType::kBf16).to_seconds(), expected, expected * 1e-6);
 }
 
+TEST(Gemm, NarrowWeightsAreReadAtTheirStoredWidth) {
+  // Weight-only quantization (serve --expert-weights): a one-token projection of n = k = 8192 reads
+  // 2 B x (k + n) of activations and w B x k n of weights. Plain roofline (no SM count): the compute,
+  // 2 x 8192^2 FLOPs = 0.13 us at 1000 TFLOP/s, is (0.13/17)^5 ~ 3e-11 of the memory time inside the
+  // smooth max, so t = bytes / (bw x eff_mem) + launch. MXFP4: w = 4.25 / 8 = 0.53125.
+  const hw::GpuSpec g = make_gpu("x1", "future-arch", 2e12, 1000e12);
+  const ComputeModel cm(g);
+  const Calibration& c = cm.calibration();
+  for (const double w : {2.0, 1.0, 0.53125}) {
+    const double bytes = 2.0 * (8192.0 + 8192.0) + w * 8192.0 * 8192.0;
+    const double expected = bytes / (2e12 * c.gemm_memory_efficiency) + c.launch_overhead.to_seconds();
+    GemmShape shape{1, 8192, 8192, 1};
+    shape.weight_bytes = w;
+    EXPECT_NEAR(cm.gemm(shape, hw::DType::kBf16).to_seconds(), expected, expected * 1e-6) << w;
+  }
+  // 0 means the compute dtype's width: the same as stating 2 B for bf16.
+  GemmShape stated{1, 8192, 8192, 1};
+  stated.weight_bytes = 2.0;
+  EXPECT_EQ(cm.gemm({1, 8192, 8192, 1}, hw::DType::kBf16), cm.gemm(stated, hw::DType::kBf16));
+}
+
 TEST(Gemm, DtypeTheGpuLacksIsAnInputError) {
   const ComputeModel cm(a100());
   try {

@@ -118,6 +118,20 @@ Time LayerCosts::linear_uncached(int64_t tokens) const {
     if (op.kind == model::OpKind::kAttention) return Time::zero();
     if ((op.kind == model::OpKind::kGemm || op.kind == model::OpKind::kRouter) && op.gemm.count > 0) {
       compute::GemmShape g{op.gemm.m, op.gemm.n, op.gemm.k, op.gemm.count};
+      if (op.name.starts_with("moe.experts.")) {
+        // A grouped GEMM skips the experts no token chose: of E experts, T tokens choosing k distinct
+        // ones each (uniform routing) reach E (1 - (1 - k/E)^T) on average, and the batch's rows split
+        // over those. A decode step of a few sequences reads a few experts' weights, not all E.
+        const double experts = static_cast<double>(op.gemm.count);
+        const double hit = experts * (1.0 - std::pow(1.0 - static_cast<double>(m.moe.top_k) / experts,
+                                                     static_cast<double>(tokens)));
+        g.count = std::clamp<int64_t>(std::llround(hit), 1, op.gemm.count);
+        g.m = op.gemm.m * experts / static_cast<double>(g.count);
+        // Routed experts stored narrow (--expert-weights) are read at that width and widened in the kernel.
+        if (spec_->expert_weights != ExpertWeights::kSame) {
+          g.weight_bytes = expert_weight_bytes(spec_->expert_weights, spec_->dtype);
+        }
+      }
       if (column_parallel(op.name)) g.n = ceil_div(g.n, tp);
       if (row_parallel(op.name)) g.k = ceil_div(g.k, tp);
       return compute_.gemm(g, spec_->dtype);

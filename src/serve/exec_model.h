@@ -29,6 +29,11 @@
 //             input preparation and sampling of a Python engine. Order of magnitude from vLLM's
 //             profiling (vLLM blog, "vLLM v0.6.0: 2.7x throughput improvement", 2024-09-05:
 //             scheduling took 29% of the time of Llama-3-8B on one H100 in v0.5.3); not calibrated.
+//             MoE: the routed experts' grouped GEMMs run over the experts the batch reaches, on
+//             average E (1 - (1 - k/E)^T) of E for T tokens each routed to k (uniform routing), with
+//             the batch's T k rows split evenly over them (a decode step of one sequence reads k
+//             experts' weights, a long prefill all E); --expert-weights stores their matrices
+//             narrower (fp8, MXFP4's 4.25 bits) and widens them in the kernel (weight bytes only).
 //   Range     dense and MoE decoder-only models on catalog GPUs; MoE experts are TP-sharded like a
 //             dense MLP (no expert parallelism); batches up to a few thousand tokens.
 #pragma once

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "model/test_models.h"
 #include "serve/test_support.h"
 
 namespace orrery::serve {
@@ -52,6 +53,32 @@ TEST(RooflineExec, LinearOpsOfADecodeStepAreBoundByReadingTheWeights) {
   // ... and more tokens never take less time.
   EXPECT_LE(costs.linear_all_layers(1), costs.linear_all_layers(64));
   EXPECT_LE(costs.linear_all_layers(64), costs.linear_all_layers(2048));
+}
+
+TEST(RooflineExec, ADecodeStepReadsOnlyTheExpertsItsTokensChose) {
+  // Mixtral-shaped (8 experts, top-2, expert ffn 14336, h 4096, 32 layers). One decode token reaches
+  // 8 (1 - (1 - 2/8)^1) = 2 experts: its expert GEMMs read 2 experts' weights, 2 B x 2 x 3 x 4096 x
+  // 14336 per layer, so the linear ops take at least that over the HBM bandwidth and less than reading
+  // all 8 (every other weight of the layer, 2 B x (4 x 4096^2 ... ), is under one expert's 352 MB x 2).
+  // 2,048 tokens reach all 8 (1 - 0.75^2048 ~ 1): the rows split over all of them.
+  model::ModelSpec moe = model::testing::mixtral_8x7b();
+  Fixture f;
+  f.model = moe;
+  const LayerCosts costs(f.spec);
+  const double expert = 2.0 * 3 * 4096.0 * 14336;
+  const double bw = 2039e9;
+  EXPECT_GE(costs.linear_all_layers(1).to_seconds(), 32 * 2 * expert / bw);
+  EXPECT_LT(costs.linear_all_layers(1).to_seconds(), 32 * 8 * expert / bw);
+  // MXFP4 experts (0.53125 B per element) make the same step faster, but no faster than reading the
+  // two experts at that width.
+  ReplicaSpec bf16_spec = f.spec;
+  bf16_spec.dtype = hw::DType::kBf16;
+  ReplicaSpec mxfp4_spec = bf16_spec;
+  mxfp4_spec.expert_weights = ExpertWeights::kMxfp4;
+  const LayerCosts bf16(bf16_spec);
+  const LayerCosts mxfp4(mxfp4_spec);
+  EXPECT_LT(mxfp4.linear_all_layers(1), bf16.linear_all_layers(1));
+  EXPECT_GE(mxfp4.linear_all_layers(1).to_seconds(), 32 * 2 * expert * 0.53125 / 2.0 / bw);
 }
 
 TEST(RooflineExec, TensorParallelismAddsTwoAllReducesPerLayer) {

@@ -7,6 +7,7 @@
 
 #include "core/assert.h"
 #include "core/error.h"
+#include "core/strings.h"
 
 namespace orrery::serve {
 
@@ -14,12 +15,42 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
+double expert_weight_bytes(ExpertWeights w, hw::DType dtype) {
+  switch (w) {
+    case ExpertWeights::kSame: return static_cast<double>(hw::dtype_bytes(dtype));
+    case ExpertWeights::kFp8: return 1.0;
+    case ExpertWeights::kMxfp4: return (4.0 + 8.0 / 32.0) / 8.0;
+  }
+  return static_cast<double>(hw::dtype_bytes(dtype));
+}
+
+std::string_view to_string(ExpertWeights w) {
+  switch (w) {
+    case ExpertWeights::kSame: return "same";
+    case ExpertWeights::kFp8: return "fp8";
+    case ExpertWeights::kMxfp4: return "mxfp4";
+  }
+  return "?";
+}
+
+ExpertWeights parse_expert_weights(const std::string& name, const Where& where) {
+  for (ExpertWeights w : {ExpertWeights::kSame, ExpertWeights::kFp8, ExpertWeights::kMxfp4}) {
+    if (name == to_string(w)) return w;
+  }
+  throw InputError(where, "unknown expert weight format '" + name + "'", suggest(name, {"same", "fp8", "mxfp4"}));
+}
+
 void ReplicaSpec::validate(const Where& where) const {
   ORRERY_CHECK(model != nullptr && gpu != nullptr);
   if (model->is_dit()) {
     throw InputError(where.with_key("model"),
                      "'" + model->name + "' is a video diffusion transformer: it generates no tokens to serve",
                      "serve a language model, e.g. llama2-7b; DiTs are for `orrery train`");
+  }
+  if (expert_weights != ExpertWeights::kSame && !model->is_moe()) {
+    throw InputError(where.with_key("expert-weights"),
+                     "'" + model->name + "' has no routed experts to store as " + std::string(to_string(expert_weights)),
+                     "use --expert-weights with an MoE model, e.g. gpt-oss-120b");
   }
   if (tp < 1) throw InputError(where.with_key("tp"), "must be >= 1, got " + std::to_string(tp));
   if (pp < 1) throw InputError(where.with_key("pp"), "must be >= 1, got " + std::to_string(pp));
@@ -68,8 +99,12 @@ MemoryPlan plan_memory(const ReplicaSpec& spec) {
   MemoryPlan p;
   p.hbm = spec.gpu->memory;
   p.usable = Bytes::from_double(p.hbm.to_double() * spec.gpu_memory_utilization);
-  p.weights = Bytes::from_double(static_cast<double>(m.total_params()) * static_cast<double>(dt) /
-                                 static_cast<double>(spec.tp * spec.pp));
+  // The routed experts' matrices (biases apart) at their stored width, everything else at dt.
+  const double expert_matrices = static_cast<double>(m.num_moe_layers()) * static_cast<double>(m.moe.num_experts) *
+                                 3.0 * static_cast<double>(m.hidden) * static_cast<double>(m.moe.expert_ffn);
+  const double weight_bytes = (static_cast<double>(m.total_params()) - expert_matrices) * static_cast<double>(dt) +
+                              expert_matrices * expert_weight_bytes(spec.expert_weights, spec.dtype);
+  p.weights = Bytes::from_double(weight_bytes / static_cast<double>(spec.tp * spec.pp));
   const double tokens = static_cast<double>(spec.workspace_tokens);
   const double tp = static_cast<double>(spec.tp);
   const double layer_live = 2.0 * static_cast<double>(m.hidden) +

@@ -9,6 +9,9 @@
 //   Memory    Per GPU (every GPU of the replica holds one TP shard of one PP stage):
 //               usable    = HBM x gpu_memory_utilization                  (vLLM default 0.90)
 //               weights   = dtype_bytes x total_params / (TP x PP)        (embeddings sharded too)
+//                           with --expert-weights, the routed experts' matrices at their format's
+//                           bytes instead (MXFP4: 4-bit E2M1 values and one 8-bit E8M0 scale per 32,
+//                           4.25 bits; fp8: 1 byte), their biases and everything else in dtype
 //               workspace = activation peak of one forward over max_batched_tokens tokens:
 //                           tokens x dtype_bytes x (2h + (q+k+v)/TP + 2 f/TP) + seqs x vocab/TP x 4
 //                           (the largest live tensors of a layer, and fp32 logits of the sampled rows)
@@ -32,7 +35,8 @@
 //             Units are reference counted; a unit nobody references stays cached and is evicted in
 //             least-recently-released order when blocks are needed (vLLM automatic prefix caching,
 //             Kwon et al.; the LRU over free blocks of vLLM's evictor).
-//   Range     Decoder-only models of model/model_spec.h; one replica; weights in the KV dtype.
+//   Range     Decoder-only models of model/model_spec.h; one replica; weights in the KV dtype, the
+//             routed experts' optionally narrower (ExpertWeights: stored narrow, computed in dtype).
 //   Sources   vLLM (Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 //             PagedAttention", SOSP 2023) and its engine arguments (gpu_memory_utilization 0.9,
 //             block_size 16, swap_space 4 GiB, watermark 0.01).
@@ -58,12 +62,22 @@ inline constexpr int64_t kDefaultBlockSize = 16;    // vLLM default block size (
 inline constexpr double kDefaultWatermark = 0.01;   // vLLM BlockSpaceManager watermark
 inline constexpr Bytes kDefaultSwapSpace = Bytes::GiB(4);  // vLLM swap_space per GPU
 
+// How the routed experts' weight matrices are stored (weight-only quantization, as gpt-oss ships its
+// experts in MXFP4 and vLLM serves them; the math runs in the replica's dtype).
+enum class ExpertWeights { kSame, kFp8, kMxfp4 };
+// Bytes per stored element: kSame the dtype's, kFp8 1, kMxfp4 (4 + 8/32) / 8 = 0.53125 (OCP MX v1.0).
+double expert_weight_bytes(ExpertWeights w, hw::DType dtype);
+// Parses same | fp8 | mxfp4 (InputError naming `where` with the nearest name otherwise).
+ExpertWeights parse_expert_weights(const std::string& name, const Where& where);
+std::string_view to_string(ExpertWeights w);
+
 struct ReplicaSpec {
   const model::ModelSpec* model = nullptr;
   const hw::GpuSpec* gpu = nullptr;
   int64_t tp = 1;
   int64_t pp = 1;
   hw::DType dtype = hw::DType::kFp16;
+  ExpertWeights expert_weights = ExpertWeights::kSame;  // a narrower format needs an MoE model
   int64_t block_size = kDefaultBlockSize;
   double gpu_memory_utilization = kDefaultGpuMemoryUtilization;
   double watermark = kDefaultWatermark;

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+
+#include "model/test_models.h"
 #include "serve/test_support.h"
 
 namespace orrery::serve {
@@ -38,6 +42,61 @@ TEST(MemoryPlan, Llama7bOnA100FollowsTheStatedFormula) {
   EXPECT_EQ(p.blocks, static_cast<int64_t>(kv / (16.0 * 524288.0)));
   EXPECT_EQ(p.kv_tokens, p.blocks * 16);
   EXPECT_TRUE(p.fits);
+}
+
+TEST(MemoryPlan, Mxfp4ExpertsReproduceGptOssCheckpointSizes) {
+  // gpt-oss model card (arXiv:2508.10925), Table 1: checkpoints of 60.8 GiB (120b) and 12.8 GiB (20b),
+  // the MoE weights in MXFP4 (4.25 bits per parameter), everything else (attention, router, embedding,
+  // unembedding, the experts' biases) in bf16. 120b: expert matrices 36 x 128 x 3 x 2880^2 =
+  // 114,661,785,600 at 0.53125 B = 60,914,073,600 B; the other 2,167,371,072 parameters at 2 B =
+  // 4,334,742,144 B; 65,248,815,744 B = 60.77 GiB. 20b: 24 x 32 x 3 x 2880^2 = 19,110,297,600 at
+  // 0.53125 B plus 1,804,459,584 at 2 B = 13,761,264,768 B = 12.82 GiB.
+  const hw::GpuSpec h200 = [] {
+    hw::GpuSpec g = a100_80gb();
+    g.memory = Bytes::GiB(141);
+    return g;
+  }();
+  for (const auto& [layers, experts, bytes, gib] : {std::tuple{36, 128, 65'248'815'744LL, 60.8},
+                                                    std::tuple{24, 32, 13'761'264'768LL, 12.8}}) {
+    const model::ModelSpec oss = model::testing::gpt_oss(layers, experts);
+    ReplicaSpec s;
+    s.model = &oss;
+    s.gpu = &h200;
+    s.dtype = hw::DType::kBf16;
+    s.expert_weights = ExpertWeights::kMxfp4;
+    const MemoryPlan p = plan_memory(s);
+    EXPECT_NEAR(p.weights.to_double(), static_cast<double>(bytes), 1.0);
+    EXPECT_NEAR(p.weights.to_double() / 1073741824.0, gib, 0.05);
+    // In bf16 throughout the same model holds 2 B per parameter.
+    s.expert_weights = ExpertWeights::kSame;
+    EXPECT_EQ(plan_memory(s).weights.count(), 2 * oss.total_params());
+    // fp8 experts: 1 B per expert matrix element.
+    s.expert_weights = ExpertWeights::kFp8;
+    const double matrices = static_cast<double>(layers) * experts * 3.0 * 2880.0 * 2880.0;
+    EXPECT_NEAR(plan_memory(s).weights.to_double(), 2.0 * static_cast<double>(oss.total_params()) - matrices, 1.0);
+  }
+}
+
+TEST(ReplicaSpec, ExpertWeightsNeedExpertsAndAKnownFormat) {
+  Fixture f;
+  ReplicaSpec s = f.spec();
+  s.expert_weights = ExpertWeights::kMxfp4;
+  try {
+    s.validate(Where{"<command line>", 0, ""});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where().key, "expert-weights");
+    EXPECT_NE(std::string(e.what()).find("'llama2-7b' has no routed experts"), std::string::npos) << e.what();
+  }
+  try {
+    (void)parse_expert_weights("mxfp5", Where{"<command line>", 0, "--expert-weights"});
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean 'mxfp4'?"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse_expert_weights("fp8", Where{}), ExpertWeights::kFp8);
+  EXPECT_DOUBLE_EQ(expert_weight_bytes(ExpertWeights::kMxfp4, hw::DType::kBf16), 0.53125);
+  EXPECT_DOUBLE_EQ(expert_weight_bytes(ExpertWeights::kSame, hw::DType::kBf16), 2.0);
 }
 
 TEST(MemoryPlan, TensorParallelismSplitsKvHeadsAndGqaHeadsAreReplicated) {
