@@ -264,6 +264,7 @@ bool ModelSpec::is_moe_layer(int64_t layer) const {
 }
 
 bool ModelSpec::is_sliding_layer(int64_t layer) const {
+  ORRERY_ASSERT(layer >= 0 && layer < layers);
   if (sliding_window <= 0) return false;
   if (!sliding_layers.empty()) return sliding_layers[static_cast<size_t>(layer)];
   return layer >= sliding_window_first_layer;
