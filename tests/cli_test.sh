@@ -49,6 +49,8 @@ assert e["config"]["sliding_layers"] == 18 and e["config"]["attention_sinks"] is
 assert e["published"]["active_convention"] == "excluding_input_embedding"
 assert e["params"]["active_excluding_input_embedding"] == 5132849472
 assert abs(e["published"]["active_relative_error"]) < 0.001
+# 4,096 tokens: 18 full layers x 4,096 + 18 windowed x 128, at 2 KiB per token and layer (model_spec_test.cc)
+assert e["kv_cache_bytes_per_sequence_bf16"] == 155713536, e["kv_cache_bytes_per_sequence_bf16"]
 ' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL show-gpt-oss-json"; fail=$((fail+1)); fi
 echo '{"architectures": ["GptOssForCausalLM"], "hidden_size": 256, "intermediate_size": 128, "num_attention_heads": 8,
  "num_hidden_layers": 2, "vocab_size": 100, "layer_types": ["full_attention", "sliding"]}' > "$tmp/oss.json"

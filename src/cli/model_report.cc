@@ -115,6 +115,7 @@ Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t se
   // A DiT attends without a mask and keeps no KV cache (it is not served autoregressively).
   if (m.is_dit()) j["flops"]["training_per_token_causal"] = nullptr;
   j["kv_cache_bytes_per_token_bf16"] = m.is_dit() ? Json(nullptr) : Json(m.kv_cache_bytes_per_token(2).count());
+  j["kv_cache_bytes_per_sequence_bf16"] = m.is_dit() ? Json(nullptr) : Json(m.kv_cache_bytes_per_sequence(seq, 2).count());
   j["video"] = m.is_dit() ? video_json(m.dit) : Json(nullptr);
   return j;
 }
@@ -206,6 +207,9 @@ void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int
   if (!m.is_dit()) {
     f.add_row({"training, causal attention", fmt::format("{:.4g}", j["flops"]["training_per_token_causal"].get<double>())});
     f.add_row({"KV cache per token (bf16)", format_bytes(m.kv_cache_bytes_per_token(2))});
+    // One sequence of `seq` tokens (the title's length); windowed layers keep their last window only.
+    f.add_row({sliding_layer_count(m) > 0 ? "KV per sequence (bf16, windowed)" : "KV cache per sequence (bf16)",
+               format_bytes(m.kv_cache_bytes_per_sequence(seq, 2))});
   }
   ctx.out << f.render();
   if (!m.provenance.source.empty()) ctx.out << "source: " << m.provenance.source << "\n";

@@ -464,4 +464,12 @@ Bytes ModelSpec::kv_cache_bytes_per_token(int64_t dtype_bytes) const {
   return Bytes(per_layer * layers * dtype_bytes);
 }
 
+Bytes ModelSpec::kv_cache_bytes_per_sequence(int64_t tokens, int64_t dtype_bytes) const {
+  ORRERY_ASSERT(tokens >= 0);
+  const int64_t per_layer = kv_cache_bytes_per_token(dtype_bytes).count() / layers;
+  int64_t held = 0;
+  for (int64_t l = 0; l < layers; ++l) held += is_sliding_layer(l) ? std::min(tokens, sliding_window) : tokens;
+  return Bytes(per_layer * held);
+}
+
 }  // namespace orrery::model

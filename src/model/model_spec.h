@@ -308,6 +308,10 @@ struct ModelSpec {
   // KV-cache bytes one token occupies across all layers: 2*g*dh per layer for MHA/GQA, the compressed
   // latent (kv_lora_rank + qk_rope_head_dim) per layer for MLA.
   Bytes kv_cache_bytes_per_token(int64_t dtype_bytes = 2) const;
+  // KV-cache bytes one sequence of `tokens` tokens holds when windowed layers keep only their last
+  // sliding_window tokens (as an engine that frees blocks outside the window does): full layers hold
+  // all `tokens`, windowed ones min(tokens, sliding_window). REQUIRES: tokens >= 0.
+  Bytes kv_cache_bytes_per_sequence(int64_t tokens, int64_t dtype_bytes = 2) const;
 };
 
 }  // namespace orrery::model

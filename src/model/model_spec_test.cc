@@ -238,6 +238,19 @@ TEST(ModelSpec, LayerTypesPickTheSlidingLayers) {
   EXPECT_FALSE(s.is_sliding_layer(0));
 }
 
+TEST(ModelSpec, WindowedLayersHoldOnlyTheirWindowOfKvCache) {
+  // gpt-oss-120b: 2 x 8 kv heads x 64 x 2 B = 2 KiB per token and layer. A 4,096-token sequence: 18
+  // full layers x 4,096 + 18 windowed layers x 128 = 76,032 layer-tokens = 155,713,536 B; per token
+  // over all 36 layers 73,728 B. A 100-token sequence fits every window: 36 x 100 x 2,048 B.
+  const ModelSpec s = testing::gpt_oss();
+  EXPECT_EQ(s.kv_cache_bytes_per_token(2).count(), 73'728);
+  EXPECT_EQ(s.kv_cache_bytes_per_sequence(4096, 2).count(), 155'713'536);
+  EXPECT_EQ(s.kv_cache_bytes_per_sequence(100, 2).count(), 36LL * 100 * 2048);
+  // Without windows a sequence holds tokens x the per-token bytes.
+  const ModelSpec dense = llama2_7b();
+  EXPECT_EQ(dense.kv_cache_bytes_per_sequence(4096, 2), dense.kv_cache_bytes_per_token(2) * 4096);
+}
+
 TEST(ModelSpec, ValidateRejectsALayerTypeListOfTheWrongLength) {
   ModelSpec s = testing::gpt_oss();
   s.sliding_layers.pop_back();
