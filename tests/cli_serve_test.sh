@@ -112,7 +112,7 @@ import json, sys
 d = json.load(sys.stdin)
 assert d["memory"]["weights_bytes"] == 65248815744, d["memory"]["weights_bytes"]
 assert d["config"]["expert_weights"] == "mxfp4"
-assert d["result"]["completed"] == 20 if "completed" in d["result"] else True
+assert d["result"]["completed"] == 20, d["result"]["completed"]
 ' 2>/dev/null; then pass=$((pass+1)); else echo "FAIL serve-oss-mxfp4"; fail=$((fail+1)); fi
 expect serve-expert-weights-dense 2 "'llama2-7b' has no routed experts to store as mxfp4" -- serve --model llama2-7b --expert-weights mxfp4
 expect serve-expert-weights-bad 2 "--expert-weights: unknown expert weight format 'mxfp5'; did you mean 'mxfp4'" -- serve --model gpt-oss-20b --expert-weights mxfp5

@@ -37,12 +37,6 @@ Json video_json(const model::DitSpec& v) {
               {"text_tokens", v.text_tokens}};
 }
 
-int64_t sliding_layer_count(const model::ModelSpec& m) {
-  int64_t n = 0;
-  for (int64_t l = 0; l < m.layers; ++l) n += m.is_sliding_layer(l) ? 1 : 0;
-  return n;
-}
-
 Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t seq) {
   Json j;
   j["name"] = m.name;
@@ -60,7 +54,7 @@ Json model_json(const model::ModelSpec& m, const std::string& origin, int64_t se
            {"positions", std::string(model::to_string(m.positions))},
            {"tied_embeddings", m.tied_embeddings},
            {"sliding_window", m.sliding_window},
-           {"sliding_layers", sliding_layer_count(m)},
+           {"sliding_layers", m.num_sliding_layers()},
            {"attention_sinks", m.attention_sinks}};
   if (m.is_moe()) {
     cfg["moe"] = {{"num_experts", m.moe.num_experts},
@@ -175,7 +169,7 @@ void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int
   } else {
     cfg.add_row({"vocab", std::to_string(m.vocab)});
     std::string attention(model::to_string(m.attention));
-    if (const int64_t w = sliding_layer_count(m); w > 0) {
+    if (const int64_t w = m.num_sliding_layers(); w > 0) {
       attention += fmt::format("; window {} on {} of {} layers", m.sliding_window, w, m.layers);
     }
     if (m.attention_sinks) attention += "; sinks";
@@ -208,7 +202,7 @@ void show_model(Context& ctx, const io::Catalog& c, const std::string& name, int
     f.add_row({"training, causal attention", fmt::format("{:.4g}", j["flops"]["training_per_token_causal"].get<double>())});
     f.add_row({"KV cache per token (bf16)", format_bytes(m.kv_cache_bytes_per_token(2))});
     // One sequence of `seq` tokens (the title's length); windowed layers keep their last window only.
-    f.add_row({sliding_layer_count(m) > 0 ? "KV per sequence (bf16, windowed)" : "KV cache per sequence (bf16)",
+    f.add_row({m.num_sliding_layers() > 0 ? "KV per sequence (bf16, windowed)" : "KV cache per sequence (bf16)",
                format_bytes(m.kv_cache_bytes_per_sequence(seq, 2))});
   }
   ctx.out << f.render();

@@ -199,11 +199,7 @@ void run_plan_serve(Context& ctx, const PlanServeArgs& a) {
   o.exec.cpu_per_seq = parse_time(a.cpu_overhead_per_seq, kCl.with_key("--cpu-overhead-per-seq"));
   o.base.dtype = *dt;
   o.base.expert_weights = sv::parse_expert_weights(a.expert_weights, kCl.with_key("--expert-weights"));
-  if (o.base.expert_weights != sv::ExpertWeights::kSame && !model.is_moe()) {
-    throw InputError(kCl.with_key("--expert-weights"),
-                     "'" + model.name + "' has no routed experts to store as " + a.expert_weights,
-                     "use --expert-weights with an MoE model, e.g. gpt-oss-120b");
-  }
+  sv::check_expert_weights(model, o.base.expert_weights, kCl.with_key("--expert-weights"));
   o.exec_model = a.exec_model;
   o.start_rate = a.start_rate;
   o.rel_tol = a.tolerance;

@@ -319,7 +319,6 @@ void qwen_sliding_window(const Config& c, ModelSpec& s) {
   c.check_non_negative("max_window_layers", s.sliding_window_first_layer);
 }
 
-// Llama, Mistral, Mixtral and the Qwen families: RoPE, RMSNorm, gated SiLU MLP, untied by default.
 // What the RoPE decoders (Llama, Mistral, the Qwens, DeepSeek-V3, gpt-oss) share: the required shape
 // keys, RoPE, RMSNorm, a gated MLP of hidden_act (SiLU), untied embeddings by default, attention dropout.
 ModelSpec rope_decoder(const Config& c, Family family) {
@@ -339,6 +338,17 @@ ModelSpec rope_decoder(const Config& c, Family family) {
   return s;
 }
 
+// An MoE's experts per token against its expert count: both positive, top-k not above the count.
+void check_top_k(const Config& c, const char* experts_key, const char* top_k_key, const model::MoeSpec& moe) {
+  c.check_positive(experts_key, moe.num_experts);
+  c.check_positive(top_k_key, moe.top_k);
+  if (moe.top_k > moe.num_experts) {
+    c.fail(top_k_key, "key '" + std::string(top_k_key) + "' (" + std::to_string(moe.top_k) +
+                          ") exceeds the number of experts (" + std::to_string(moe.num_experts) + ")");
+  }
+}
+
+// Llama, Mistral, Mixtral and the Qwen families: RoPE, RMSNorm, gated SiLU MLP, untied by default.
 ModelSpec parse_llama_like(const Config& c, Family family) {
   ModelSpec s = rope_decoder(c, family);
 
@@ -442,14 +452,10 @@ ModelSpec parse_llama_like(const Config& c, Family family) {
       ORRERY_CHECK(false);
   }
   if (family == Family::kMixtral || family == Family::kQwen2Moe || family == Family::kQwen3Moe) {
-    c.check_positive(family == Family::kMixtral ? c.key_or({"num_local_experts", "num_experts"})
-                                                : c.key_or({"num_experts", "num_local_experts"}),
-                     s.moe.num_experts);
-    c.check_positive("num_experts_per_tok", s.moe.top_k);
-    if (s.moe.top_k > s.moe.num_experts) {
-      c.fail("num_experts_per_tok", "key 'num_experts_per_tok' (" + std::to_string(s.moe.top_k) +
-                                        ") exceeds the number of experts (" + std::to_string(s.moe.num_experts) + ")");
-    }
+    check_top_k(c,
+                family == Family::kMixtral ? c.key_or({"num_local_experts", "num_experts"})
+                                           : c.key_or({"num_experts", "num_local_experts"}),
+                "num_experts_per_tok", s.moe);
     c.check_positive(family == Family::kMixtral ? "intermediate_size" : "moe_intermediate_size", s.moe.expert_ffn);
     c.check_positive("decoder_sparse_step", s.moe.layer_freq);
   }
@@ -547,16 +553,10 @@ ModelSpec parse_gpt_oss(const Config& c) {
   for (size_t l = 0; l < alternate.size(); ++l) alternate[l] = l % 2 == 0;
   s.sliding_layers = parse_layer_types(c, s.layers, std::move(alternate));
 
-  const char* experts_key = c.key_or({"num_local_experts", "num_experts"});
-  const char* top_k_key = c.key_or({"num_experts_per_tok", "experts_per_token"});
   s.moe.num_experts = c.int_or({"num_local_experts", "num_experts"}, 128);
-  c.check_positive(experts_key, s.moe.num_experts);
   s.moe.top_k = c.int_or({"num_experts_per_tok", "experts_per_token"}, 4);
-  c.check_positive(top_k_key, s.moe.top_k);
-  if (s.moe.top_k > s.moe.num_experts) {
-    c.fail(top_k_key, "key '" + std::string(top_k_key) + "' (" + std::to_string(s.moe.top_k) +
-                          ") exceeds the number of experts (" + std::to_string(s.moe.num_experts) + ")");
-  }
+  check_top_k(c, c.key_or({"num_local_experts", "num_experts"}), c.key_or({"num_experts_per_tok", "experts_per_token"}),
+              s.moe);
   s.moe.expert_ffn = s.ffn;
   s.moe.router_bias = true;
   s.moe.expert_bias = true;

@@ -276,6 +276,16 @@ int64_t ModelSpec::num_moe_layers() const {
   return n;
 }
 
+int64_t ModelSpec::num_sliding_layers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < layers; ++l) n += is_sliding_layer(l) ? 1 : 0;
+  return n;
+}
+
+int64_t ModelSpec::routed_expert_matrix_params() const {
+  return num_moe_layers() * moe.num_experts * 3 * hidden * moe.expert_ffn;
+}
+
 int64_t ModelSpec::q_width() const {
   return attention == AttentionKind::kMla ? heads * mla.qk_head_dim() : heads * head_dim;
 }
@@ -353,8 +363,8 @@ LayerParams ModelSpec::layer_params(int64_t layer) const {
     mlp_active = p.mlp;
   } else {
     // Experts are always gated (SwiGLU) MLPs; only gpt-oss gives them biases (2 f up/gate, h down).
-    const int64_t expert = 3 * h * moe.expert_ffn + (moe.expert_bias ? 2 * moe.expert_ffn + h : 0);
     const int64_t expert_matmul = 3 * h * moe.expert_ffn;
+    const int64_t expert = expert_matmul + (moe.expert_bias ? 2 * moe.expert_ffn + h : 0);
     const int64_t shared = 3 * h * moe.shared_expert_ffn;
     p.router = moe.num_experts * h + (moe.router_bias ? moe.num_experts : 0);
     p.routed_experts = moe.num_experts * expert;
@@ -466,10 +476,9 @@ Bytes ModelSpec::kv_cache_bytes_per_token(int64_t dtype_bytes) const {
 
 Bytes ModelSpec::kv_cache_bytes_per_sequence(int64_t tokens, int64_t dtype_bytes) const {
   ORRERY_ASSERT(tokens >= 0);
-  const int64_t per_layer = kv_cache_bytes_per_token(dtype_bytes).count() / layers;
-  int64_t held = 0;
-  for (int64_t l = 0; l < layers; ++l) held += is_sliding_layer(l) ? std::min(tokens, sliding_window) : tokens;
-  return Bytes(per_layer * held);
+  const int64_t windowed = num_sliding_layers();
+  const int64_t layer_tokens = (layers - windowed) * tokens + windowed * std::min(tokens, sliding_window);
+  return Bytes(kv_cache_bytes_per_token(dtype_bytes).count() / layers * layer_tokens);
 }
 
 }  // namespace orrery::model

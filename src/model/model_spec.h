@@ -282,6 +282,10 @@ struct ModelSpec {
   bool is_moe_layer(int64_t layer) const;
   bool is_sliding_layer(int64_t layer) const;
   int64_t num_moe_layers() const;
+  int64_t num_sliding_layers() const;
+  // Weights of all routed experts' matrices (3 h f_e each, biases apart): what weight-only
+  // quantization of the experts narrows (serve --expert-weights).
+  int64_t routed_expert_matrix_params() const;
   int64_t embed_dim() const { return word_embed_proj_dim > 0 ? word_embed_proj_dim : hidden; }
   int64_t q_width() const;    // width of all query heads: a*dh (MLA: a*(dn+dr))
   int64_t k_width() const;    // width of all key heads as attention sees them: g*dh (MLA: a*(dn+dr))

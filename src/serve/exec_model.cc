@@ -102,7 +102,8 @@ LayerCosts::LayerCosts(const ReplicaSpec& spec)
   heads_.head_dim_qk = mla ? m.mla.qk_head_dim() : m.head_dim;
   heads_.head_dim_v = mla ? m.mla.v_head_dim : m.head_dim;
   heads_.causal = true;
-  for (int64_t l = 0; l < m.layers; ++l) (m.is_sliding_layer(l) ? window_layers_ : full_layers_) += 1;
+  window_layers_ = m.num_sliding_layers();
+  full_layers_ = m.layers - window_layers_;
 }
 
 Time LayerCosts::linear_uncached(int64_t tokens) const {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -24,20 +27,29 @@ double expert_weight_bytes(ExpertWeights w, hw::DType dtype) {
   return static_cast<double>(hw::dtype_bytes(dtype));
 }
 
+constexpr std::pair<ExpertWeights, std::string_view> kExpertWeightNames[] = {
+    {ExpertWeights::kSame, "same"}, {ExpertWeights::kFp8, "fp8"}, {ExpertWeights::kMxfp4, "mxfp4"}};
+
 std::string_view to_string(ExpertWeights w) {
-  switch (w) {
-    case ExpertWeights::kSame: return "same";
-    case ExpertWeights::kFp8: return "fp8";
-    case ExpertWeights::kMxfp4: return "mxfp4";
+  for (const auto& [value, name] : kExpertWeightNames) {
+    if (value == w) return name;
   }
   return "?";
 }
 
 ExpertWeights parse_expert_weights(const std::string& name, const Where& where) {
-  for (ExpertWeights w : {ExpertWeights::kSame, ExpertWeights::kFp8, ExpertWeights::kMxfp4}) {
-    if (name == to_string(w)) return w;
+  std::vector<std::string> names;
+  for (const auto& [value, known] : kExpertWeightNames) {
+    if (name == known) return value;
+    names.emplace_back(known);
   }
-  throw InputError(where, "unknown expert weight format '" + name + "'", suggest(name, {"same", "fp8", "mxfp4"}));
+  throw InputError(where, "unknown expert weight format '" + name + "'", suggest(name, names));
+}
+
+void check_expert_weights(const model::ModelSpec& model, ExpertWeights w, const Where& where) {
+  if (w == ExpertWeights::kSame || model.is_moe()) return;
+  throw InputError(where, "'" + model.name + "' has no routed experts to store as " + std::string(to_string(w)),
+                   "use --expert-weights with an MoE model, e.g. gpt-oss-120b");
 }
 
 void ReplicaSpec::validate(const Where& where) const {
@@ -47,11 +59,7 @@ void ReplicaSpec::validate(const Where& where) const {
                      "'" + model->name + "' is a video diffusion transformer: it generates no tokens to serve",
                      "serve a language model, e.g. llama2-7b; DiTs are for `orrery train`");
   }
-  if (expert_weights != ExpertWeights::kSame && !model->is_moe()) {
-    throw InputError(where.with_key("expert-weights"),
-                     "'" + model->name + "' has no routed experts to store as " + std::string(to_string(expert_weights)),
-                     "use --expert-weights with an MoE model, e.g. gpt-oss-120b");
-  }
+  check_expert_weights(*model, expert_weights, where.with_key("expert-weights"));
   if (tp < 1) throw InputError(where.with_key("tp"), "must be >= 1, got " + std::to_string(tp));
   if (pp < 1) throw InputError(where.with_key("pp"), "must be >= 1, got " + std::to_string(pp));
   if (model->heads % tp != 0) {
@@ -100,8 +108,7 @@ MemoryPlan plan_memory(const ReplicaSpec& spec) {
   p.hbm = spec.gpu->memory;
   p.usable = Bytes::from_double(p.hbm.to_double() * spec.gpu_memory_utilization);
   // The routed experts' matrices (biases apart) at their stored width, everything else at dt.
-  const double expert_matrices = static_cast<double>(m.num_moe_layers()) * static_cast<double>(m.moe.num_experts) *
-                                 3.0 * static_cast<double>(m.hidden) * static_cast<double>(m.moe.expert_ffn);
+  const auto expert_matrices = static_cast<double>(m.routed_expert_matrix_params());
   const double weight_bytes = (static_cast<double>(m.total_params()) - expert_matrices) * static_cast<double>(dt) +
                               expert_matrices * expert_weight_bytes(spec.expert_weights, spec.dtype);
   p.weights = Bytes::from_double(weight_bytes / static_cast<double>(spec.tp * spec.pp));

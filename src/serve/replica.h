@@ -70,6 +70,8 @@ double expert_weight_bytes(ExpertWeights w, hw::DType dtype);
 // Parses same | fp8 | mxfp4 (InputError naming `where` with the nearest name otherwise).
 ExpertWeights parse_expert_weights(const std::string& name, const Where& where);
 std::string_view to_string(ExpertWeights w);
+// A format other than kSame needs routed experts: InputError naming `where` for a dense model.
+void check_expert_weights(const model::ModelSpec& model, ExpertWeights w, const Where& where);
 
 struct ReplicaSpec {
   const model::ModelSpec* model = nullptr;
