@@ -25,8 +25,8 @@
 //             factor by which one round at least shrinks ||x - mean||. lambda2 = the second-largest
 //             |eigenvalue| is the asymptotic per-round rate; it equals beta for normal (e.g. symmetric
 //             or circulant) W.
-//   Numerics  Dense Eigen::MatrixXd: memory 8 n^2 bytes, metrics cost O(n^3) (an LU solve for pi, an
-//             SVD for beta, a general eigensolver for lambda2). Practical up to a few thousand nodes;
+//   Numerics  Dense Eigen::MatrixXd: memory 8 n^2 bytes, metrics cost O(n^3) (an LU solve for pi, a
+//             symmetric eigensolver on M^T M for beta, a general eigensolver for lambda2). Practical up to a few thousand nodes;
 //             builders refuse more than kMaxDenseNodes. pi is solved exactly (LU of A^T - I with one
 //             row replaced by the normalization), not by power iteration.
 //   Errors    A rule that does not fit the graph (Metropolis on a directed graph, uniform on an
