@@ -10,6 +10,7 @@
 #include <chrono>
 #include <string_view>
 
+#include "bench_main.h"
 #include "compute/compute_model.h"
 #include "io/catalog_loader.h"
 #include "train/planner.h"
@@ -85,4 +86,4 @@ BENCHMARK(BM_PlanLlama3_70bOn1024H100)
 
 }  // namespace
 
-BENCHMARK_MAIN();
+ORRERY_BENCHMARK_MAIN()

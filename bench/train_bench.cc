@@ -5,6 +5,7 @@
 // Target: a step under 1 s. Figures: docs/training.md and docs/benchmarks.md.
 #include <benchmark/benchmark.h>
 
+#include "bench_main.h"
 #include "compute/compute_model.h"
 #include "io/catalog_loader.h"
 #include "net/topology_builders.h"
@@ -139,4 +140,4 @@ BENCHMARK(BM_ValidatePlan);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+ORRERY_BENCHMARK_MAIN()
