@@ -1,12 +1,11 @@
 // Process-wide heap settings for the simulators' allocation pattern.
 //
-// The planners and simulators build and free a task graph, cost tables and event queues per simulated
-// plan: many blocks of 0.1-50 MB, allocated and freed thousands of times a run. glibc's defaults hand
-// such memory back to the kernel (the heap top beyond 128 KiB is trimmed; blocks over the mmap threshold,
-// 128 KiB rising to at most 32 MiB as they are freed, are mapped and unmapped each time), so every reuse
-// starts with page faults. On the 2-core VMs this project runs on a fault costs several microseconds
-// (docs/benchmarks.md, "Heap settings": the 1,024-GPU planner spent 13% of its samples in the kernel's
-// fault path and ran 1.4 times faster with the settings below).
+// The planners build and free a task graph, cost tables and event queues per simulated plan. glibc's
+// defaults hand freed memory back to the kernel (the heap top beyond 128 KiB is trimmed; blocks over the
+// mmap threshold, 128 KiB rising to at most 32 MiB as they are freed, are mapped and unmapped each
+// time), so the next plan starts with page faults. On this project's 2-core VM the 1,024-GPU planner
+// spent 13% of its samples in the kernel's fault path and ran 1.3-1.4 times faster with the settings
+// below (docs/benchmarks.md, "Heap settings").
 #pragma once
 
 namespace orrery {

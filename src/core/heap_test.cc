@@ -14,8 +14,7 @@ namespace {
 
 // core/heap.h. Under glibc's defaults a 48 MiB block is mapped (the threshold starts at 128 KiB and
 // never rises past 32 MiB) and, had it come from the heap, the heap top would be trimmed back to 128 KiB
-// at its free. With the settings it comes from
-// the heap and stays there, free, at the top.
+// at its free. With the settings it comes from the heap and stays there, free, at the top.
 TEST(Heap, KeepFreedMemoryServesLargeBlocksFromTheHeapAndKeepsThem) {
 #if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
   ASSERT_TRUE(keep_freed_memory());

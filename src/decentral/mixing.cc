@@ -204,7 +204,7 @@ double beta_row(const MatrixXd& a, const VectorXd& pi) {
   if (n == 1) return std::abs(m(0, 0));
   // The largest singular value as the square root of M^T M's largest eigenvalue: accurate to rounding
   // relative to ||M||_2 (eigenvalue errors are eps ||M^T M|| = eps ||M||^2), which is all beta needs,
-  // and the symmetric solver is already here for lambda2 (an SVD would double this file's compile time).
+  // and the symmetric solver is already here for lambda2 (an SVD nearly tripled this file's compile time).
   const Eigen::SelfAdjointEigenSolver<MatrixXd> es(m.transpose() * m, Eigen::EigenvaluesOnly);
   return std::sqrt(std::max(0.0, es.eigenvalues()(n - 1)));
 }

@@ -26,9 +26,9 @@
 //             |eigenvalue| is the asymptotic per-round rate; it equals beta for normal (e.g. symmetric
 //             or circulant) W.
 //   Numerics  Dense Eigen::MatrixXd: memory 8 n^2 bytes, metrics cost O(n^3) (an LU solve for pi, a
-//             symmetric eigensolver on M^T M for beta, a general eigensolver for lambda2). Practical up to a few thousand nodes;
-//             builders refuse more than kMaxDenseNodes. pi is solved exactly (LU of A^T - I with one
-//             row replaced by the normalization), not by power iteration.
+//             symmetric eigensolver on M^T M for beta, a general eigensolver for lambda2). Practical up
+//             to a few thousand nodes; builders refuse more than kMaxDenseNodes. pi is solved exactly
+//             (LU of A^T - I with one row replaced by the normalization), not by power iteration.
 //   Errors    A rule that does not fit the graph (Metropolis on a directed graph, uniform on an
 //             unbalanced one) and unknown rule names throw orrery::InputError with the key and a hint.
 #pragma once
