@@ -71,6 +71,30 @@ assert c and all(e["name"] == "memory (GiB)" and set(e["args"]) == {"activations
 ' "$tmp/trace.json" 2>/dev/null; then
   pass=$((pass+1)); else echo "FAIL trace file"; fail=$((fail+1)); fi
 
+# ZB-V (train/schedule.h): --schedule zb-v takes the V's two chunks per rank (vp 2 resolved), holds p
+# micro-batches' worth of activations on every stage (2p chunk passes: 4 on pp 4), puts the LM head on
+# rank 0 beside the embedding (its model states above every other stage's), and leaves less bubble
+# than ZB-H1, which leaves less than 1F1B, on the same pipeline (Qi et al. 2024: (p-1)(F+B+W) for
+# 1F1B, (p-1)(F+B-W) for ZB-H1, about zero for ZB-V).
+zbv=(train --model llama3-8b --gpu h100-sxm --gpus 8 --pp 4 --dp 2 --gbs 32 --seq 2048)
+if python3 -c '
+import json, subprocess, sys
+b = sys.argv[1:]
+run = lambda *x: json.loads(subprocess.run(b + list(x), capture_output=True, text=True, check=True).stdout)
+v, h1, f = run("--schedule", "zb-v"), run("--schedule", "zb-h1"), run("--schedule", "1f1b")
+assert v["plan"]["schedule"] == "zb-v" and v["plan"]["vp"] == 2, v["plan"]
+st = v["memory_by_stage"]
+assert [x["inflight_microbatches"] for x in st] == [4.0] * 4, st
+states = lambda x: x["memory"]["weights"] + x["memory"]["gradients"] + x["memory"]["optimizer"]
+assert all(states(st[0]) > states(x) for x in st[1:])
+assert v["time"]["bubble"] < h1["time"]["bubble"] < f["time"]["bubble"], (v["time"], h1["time"], f["time"])
+assert v["step_time_s"] < h1["step_time_s"] < f["step_time_s"]
+' "$bin" --json "${zbv[@]}"; then pass=$((pass+1)); else echo "FAIL zb-v"; fail=$((fail+1)); fi
+expect zb-v-table 0 "vp2 \(zb-v\)" -- "${zbv[@]}" --schedule zb-v
+expect zb-v-vp 2 "vp_schedule: the zb-v schedule runs two model chunks per pipeline rank in a V: it needs vp=2 \(found vp=4\)" -- "${zbv[@]}" --schedule zb-v --vp 4
+one_line_error zb-v-vp-one-line "${zbv[@]}" --schedule zb-v --vp 4
+expect schedule-unknown 2 "--schedule: unknown pipeline schedule 'zb-x'; did you mean 'zb-v'\?" -- "${zbv[@]}" --schedule zb-x
+
 # Bad input: one line, exit 2, naming the constraint or flag.
 expect tp-heads 2 "tp=5 does not divide heads=24" -- "${gpt[@]}" --tp 5
 one_line_error tp-heads-one-line "${gpt[@]}" --tp 5

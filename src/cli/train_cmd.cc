@@ -143,6 +143,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.fsdp_prefetch = a.fsdp_prefetch;
   p.schedule = a.schedule.empty() ? (a.vp > 1 ? tr::Schedule::kInterleaved : tr::Schedule::kOneFOneB)
                                   : tr::parse_schedule(a.schedule, kCl.with_key("--schedule"));
+  if (p.v_shape() && a.vp == 1) p.vp = 2;  // ZB-V's V is two chunks per rank; --vp 1 is the flag's default
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
   p.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   p.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
@@ -703,7 +704,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "expert tensor parallelism: the routed experts split over this many of each TP group's ranks (Megatron-Core's "
                 "--expert-tensor-parallel-size; 0 = tp; below tp needs --sp yes)")
       ->capture_default_str();
-  c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved)")->capture_default_str();
+  c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved; zb-v: 2)")->capture_default_str();
   c->add_option("--microbatch-group-size", a->microbatch_group,
                 "interleaved schedule: micro-batches run back to back on one model chunk before the next "
                 "(Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage; default pp; in [pp, m])");
@@ -727,7 +728,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--unsharded-layers", a->unsharded_layers,
                  "ZeRO-3 without PP: layers kept gathered (with --pp > 1 FSDP keeps every layer gathered, as PyTorch's pipelining does)");
   c->add_option("--fsdp-prefetch", a->fsdp_prefetch, "ZeRO-3: layers all-gathered ahead")->capture_default_str();
-  c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (default 1f1b; interleaved with --vp > 1)");
+  c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (zb-h1) | zb-v (default 1f1b; interleaved with --vp > 1)");
   c->add_option("--flash-attention", a->flash, "fused attention: yes | no")->capture_default_str();
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16, TE's default)")

@@ -20,7 +20,7 @@ class Trace {
   Trace(const model::ModelSpec& m, const Plan& p, const ModelCosts& c, int64_t stage, const MemoryConstants& k)
       : m_(m), p_(p), c_(c), k_(k), s_(stage), a_(p.allocator) {
     first_ = s_ == 0;
-    last_ = s_ == p_.pp - 1;
+    last_ = s_ == p_.head_stage();  // ZB-V: rank 0 runs the head and loss too
     // FSDP under PP holds its layers gathered and their gradients unsharded, as ZeRO-1 does (memory.cc).
     zero3_ = p_.fsdp_reshards();
     offload_all_ = p_.activation_offload && p_.offload_layers < 0;
@@ -51,7 +51,8 @@ class Trace {
     // TP with SP): most of Korthikanti's per-layer terms are one or a few of them.
     piece_ = Bytes::from_double(std::max(1.0, c_.layer_input.to_double() / (p_.sp ? d(p_.tp) : 1.0)));
     // The allocator's state repeats once the schedule is in its steady phase: micro-batches beyond 2 pp
-    // (a multiple of pp, as interleaving needs) add nothing new, except under GPipe, which holds them all.
+    // (a multiple of pp, as interleaving needs; ZB-V's steady iterations start by then) add nothing
+    // new, except under GPipe, which holds them all.
     replay_ = p_;
     const int64_t cap = 2 * p_.pp;
     if (p_.schedule != Schedule::kGpipe && p_.microbatches() > cap) replay_.gbs = cap * p_.dp * p_.mbs;
@@ -118,7 +119,7 @@ class Trace {
     // Offloading every activation (offload_layers -1) takes the embedding output, the head's input and
     // the loss's saved softmax to host memory too (as train/memory.cc counts them): the softmax is
     // on the GPU from its forward to the end of the pass and again from its backward on.
-    if (first_ && chunk == 0 && !offload_all_) held.push_back(alloc(c_.pre.act_none));
+    if (p_.runs_embedding(s_, chunk) && !offload_all_) held.push_back(alloc(c_.pre.act_none));
     for (const Layer& l : chunks_[static_cast<size_t>(chunk)]) {
       // Offloaded activations live in host memory (the one in flight is not traced).
       Bytes left = l.offloaded ? Bytes(0) : l.saved;
@@ -129,7 +130,7 @@ class Trace {
       }
       held.push_back(-2);  // the end of a layer
     }
-    if (last_ && chunk == p_.vp - 1) {
+    if (p_.runs_head(s_, chunk)) {
       if (!offload_all_) held.push_back(alloc(std::max(Bytes(0), c_.post.act_none - softmax_)));
       const int64_t l16 = alloc(logits_);
       if (p_.loss_is_eager()) {
@@ -149,7 +150,7 @@ class Trace {
   }
 
   void backward(int32_t chunk, int32_t mb) {
-    if (last_ && chunk == p_.vp - 1) {
+    if (p_.runs_head(s_, chunk)) {
       const int64_t saved = offload_all_ ? alloc(softmax_) : loss_[slot(chunk, mb)];  // copied back
       loss_[slot(chunk, mb)] = -1;
       int64_t grad = -1;
@@ -171,9 +172,9 @@ class Trace {
     }
     // The chunk's layers in reverse: each one's working set above everything, the layer's saved
     // tensors freed, then the working set.
-    const bool zb = p_.schedule == Schedule::kZeroBubble;
+    const bool zb = p_.splits_backward();
     std::vector<int64_t>& held = saved_[slot(chunk, mb)];
-    if (!zb && last_ && chunk == p_.vp - 1 && !offload_all_) {
+    if (!zb && p_.runs_head(s_, chunk) && !offload_all_) {
       free(held.back());  // the head's input
       held.pop_back();
     }

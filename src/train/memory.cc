@@ -63,6 +63,31 @@ std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::v
   return {best.begin(), best.end()};
 }
 
+// ZB-V: the chunk-micro-batches stage s holds per chunk at its peak (by `resident` bytes per
+// micro-batch of each chunk), walking its order (train/schedule.h): a forward adds one, its W pass
+// frees it. From m = 2p on, the steady phase starts with a forward of chunk 0 (2p - s - 1 of them run
+// before it) and each of its iterations F0 B0 W0 F1 B1 W1 returns to the same mix, and the cool-down
+// only frees, so the walk over min(m, 2p) micro-batches finds the peak of any m. `most` gets the
+// largest count held, whatever the bytes.
+std::vector<double> v_peak_held(const Plan& p, int64_t s, const std::vector<int64_t>& resident, int64_t* most) {
+  Plan q = p;
+  q.gbs = std::min(p.microbatches(), 2 * p.pp) * p.dp * p.mbs;
+  int64_t held[2] = {0, 0}, best[2] = {0, 0}, best_sum = -1, count = 0;
+  for (const PipelinePass& x : pipeline_order(q, s)) {
+    if (x.kind == PassKind::kBackward) continue;
+    held[x.chunk] += x.kind == PassKind::kForward ? 1 : -1;
+    const int64_t sum = held[0] * resident[0] + held[1] * resident[1];
+    if (sum > best_sum) {
+      best_sum = sum;
+      best[0] = held[0];
+      best[1] = held[1];
+    }
+    count = std::max(count, held[0] + held[1]);
+  }
+  if (most != nullptr) *most = count;
+  return {d(best[0]), d(best[1])};
+}
+
 }  // namespace
 
 MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryConstants& k, int64_t expert_params) {
@@ -85,6 +110,11 @@ double inflight_microbatches(const Plan& p, int64_t s) {
     case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));
     case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
     case Schedule::kInterleaved: return d(std::min(interleaved_warmup(p, s) + 1, m * p.vp)) / d(p.vp);
+    case Schedule::kZeroBubbleV: {  // chunk-micro-batches at the most, in whole-stage micro-batches
+      int64_t most = 0;
+      v_peak_held(p, s, {1, 1}, &most);
+      return d(most) / 2.0;
+    }
   }
   return d(m);
 }
@@ -148,7 +178,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       act_mb += c.pre.act_none;
       st.chunk_activations.front() += c.pre.act_none;
     }
-    if (s == p.pp - 1) {
+    if (s == p.head_stage()) {
       st.params += c.post.params;
       act_mb += c.post.act_none;
       st.chunk_activations.back() += c.post.act_none;
@@ -177,8 +207,8 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
       mb.gradients += scaled(max_layer_params, d(p.grad_bytes));  // one layer's unsharded gradient
       // The root unit (embedding, final norm, LM head) is not resharded after forward: held gathered
       // through the step, with the LM head's unsharded gradient from its backward to the end.
-      mb.weights += scaled((s == 0 ? c.pre.params : 0) + (s == p.pp - 1 ? c.post.params : 0), d(k.weight_bytes));
-      if (s == p.pp - 1) mb.gradients += scaled(c.post.params, d(k.weight_bytes));
+      mb.weights += scaled((s == 0 ? c.pre.params : 0) + (s == p.head_stage() ? c.post.params : 0), d(k.weight_bytes));
+      if (s == p.head_stage()) mb.gradients += scaled(c.post.params, d(k.weight_bytes));
     } else if (p.sharding == Sharding::kZero2) {
       // ZeRO-2 reduce-scatters each layer's gradients as the backward produces them (simulator.cc,
       // reduce_each): the layer's unsharded gradient exists until its reduction, for the parameters
@@ -198,6 +228,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     for (size_t ch = 0; ch < resident.size(); ++ch) resident[ch] = (st.chunk_activations[ch] - st.chunk_offloaded[ch]).count();
     st.chunk_inflight.assign(resident.size(), st.inflight_microbatches);
     if (p.schedule == Schedule::kInterleaved && p.vp > 1) st.chunk_inflight = interleaved_peak_held(p, s, resident);
+    if (p.v_shape()) st.chunk_inflight = v_peak_held(p, s, resident, nullptr);
     double resident_held = 0.0;
     for (size_t ch = 0; ch < resident.size(); ++ch) resident_held += d(resident[ch]) * st.chunk_inflight[ch];
     mb.activations = Bytes::from_double(resident_held + act_off_mb.to_double() * st.offload_held);
@@ -208,7 +239,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
                                      d(p.master_bytes() + p.moment_bytes() + p.grad_bytes) +
                                  act_off_mb.to_double() * st.inflight_microbatches);
     Bytes temp = (any_full ? largest_layer : largest_recomputed) + c.layer_input * 2 + c.cp_buffer;
-    if (s == p.pp - 1) {
+    if (s == p.head_stage()) {
       // The loss's backward beside its saved fp32 softmax (counted in activations): Megatron's
       // vocab_parallel_cross_entropy turns that buffer into the gradient in place, and the upcast's
       // backward adds the logits' gradient in their dtype (dt per logit); PyTorch's F.cross_entropy

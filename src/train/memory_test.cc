@@ -1,6 +1,7 @@
 #include "train/memory.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -205,6 +206,20 @@ TEST(Memory, InflightMicrobatchesFollowTheSchedule) {
   p.microbatch_group = 6;
   EXPECT_DOUBLE_EQ(inflight_microbatches(p, 0), 6.5);
   EXPECT_DOUBLE_EQ(inflight_microbatches(p, 3), 3.5);
+  // ZB-V (train/schedule.h): rank s has run 2(p - s) - 1 + s forwards of chunk 0 and s of chunk 1 when
+  // its first F1 B1 W1 group starts, so it holds 2p - s - 1 + s + 1 = 2p chunk passes at that F1, p
+  // micro-batches' worth of a whole stage on every rank (Qi et al. 2024: ZB-V's activation memory is
+  // 1F1B's). With m = 2 < 2p - 1 the order keeps micro-batches 0 and 1: stage 0 runs F0.0 F0.1 and
+  // holds both before chunk 1 starts (F1.0, 3 chunk passes: then B1.0 W1.0 free one), 1.5 in all.
+  p.microbatch_group = 0;
+  p.schedule = Schedule::kZeroBubbleV;
+  p.vp = 2;
+  for (int64_t m : {8, 9, 64}) {
+    p.gbs = m;
+    for (int64_t s = 0; s < 4; ++s) EXPECT_DOUBLE_EQ(inflight_microbatches(p, s), 4.0) << "m " << m << " stage " << s;
+  }
+  p.gbs = 2;
+  EXPECT_DOUBLE_EQ(inflight_microbatches(p, 0), 1.5);
 }
 
 TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
@@ -480,6 +495,19 @@ TEST(Memory, Zero2HoldsItsShardAndTheLayerBeingReduced) {
 namespace orrery::train {
 namespace {
 
+// The most activations stage s holds over its program order (train/schedule.h): a chunk's are added
+// when its forward runs and removed when its backward does (its W pass, where the backward is split).
+double order_peak(const Plan& p, int64_t s, const StageMemory& st) {
+  double held = 0.0, most = 0.0;
+  for (const PipelinePass& pass : pipeline_order(p, s)) {
+    if (pass.kind == (p.splits_backward() ? PassKind::kBackward : PassKind::kWeight)) continue;
+    const double a = st.chunk_activations[static_cast<size_t>(pass.chunk)].to_double();
+    held += pass.kind == PassKind::kForward ? a : -a;
+    most = std::max(most, held);
+  }
+  return most;
+}
+
 // The interleaved peak, by definition: walk the stage's program order (train/schedule.h), adding a
 // chunk's activations when its forward runs and removing them when its backward does, and keep the most.
 // The memory model's O(n v) walk (memory.cc, interleaved_peak_held) must agree on every stage, with
@@ -507,14 +535,44 @@ TEST(Memory, InterleavedPeakFollowsTheProgramOrder) {
     const MemoryReport r = memory_model(model, p, c, gpu);
     for (int64_t s = 0; s < p.pp; ++s) {
       const StageMemory& st = r.stages[static_cast<size_t>(s)];
-      double held = 0.0, most = 0.0;
-      for (const PipelinePass& pass : pipeline_order(p, s)) {
-        const double a = st.chunk_activations[static_cast<size_t>(pass.chunk)].to_double();
-        held += pass.kind == PassKind::kForward ? a : -a;
-        most = std::max(most, held);
-      }
-      EXPECT_NEAR(st.memory.activations.to_double(), most, 1.0)
+      EXPECT_NEAR(st.memory.activations.to_double(), order_peak(p, s, st), 1.0)
           << "p " << x.p << " v " << x.v << " m " << x.m << " n " << x.n << " stage " << s;
+    }
+  }
+}
+
+// ZB-V the same way, a chunk's activations held from its forward to its W pass, over the whole order:
+// the memory model walks only min(m, 2p) micro-batches (memory.cc, v_peak_held), which must not
+// matter. Rank 0 runs both ends of the V: the embedding's output in chunk 0, the head's input and the
+// loss's fp32 softmax in chunk 1, and the head's parameters; the last rank neither.
+TEST(Memory, ZeroBubbleVPeakFollowsTheProgramOrder) {
+  const model::ModelSpec model = model::ModelSpec::llama({24, 1024, 8, 8, 4096, 32000, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  for (const auto& [pp, m, first] : {std::tuple<int64_t, int64_t, int64_t>{4, 8, -1}, {4, 3, -1}, {4, 64, -1}, {3, 7, -1},
+                                     {2, 40, -1}, {4, 17, 0}, {6, 96, -1}}) {
+    Plan p;
+    p.pp = pp;
+    p.vp = 2;
+    p.schedule = Schedule::kZeroBubbleV;
+    p.gbs = m;
+    p.seq = 2048;
+    p.first_stage_layers = first;
+    p.last_stage_layers = first;
+    const ModelCosts c = model_costs(model, p, compute::ComputeModel(gpu), NoComm{});
+    const MemoryReport r = memory_model(model, p, c, gpu);
+    for (int64_t s = 0; s < p.pp; ++s) {
+      const StageMemory& st = r.stages[static_cast<size_t>(s)];
+      EXPECT_NEAR(st.memory.activations.to_double(), order_peak(p, s, st), 1.0) << "p " << pp << " m " << m << " stage " << s;
+      int64_t layer_params = 0;
+      for (int64_t ch = 0; ch < 2; ++ch) {
+        const LayerRange range = chunk_layers(p, model.layers, s, ch);
+        for (int64_t i = 0; i < range.count; ++i) layer_params += c.layer[static_cast<size_t>(range.first + i)].params;
+      }
+      EXPECT_EQ(st.params, layer_params + (s == 0 ? c.pre.params + c.post.params : 0)) << "stage " << s;
+    }
+    // Even chunks: rank 0's chunk 1 holds the same layers' worth as rank 1's and the loss's softmax.
+    if (first < 0) {
+      EXPECT_GT(r.stages[0].chunk_activations[1], r.stages[1].chunk_activations[1]);
     }
   }
 }

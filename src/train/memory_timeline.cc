@@ -19,7 +19,7 @@ std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& 
   const StageMemory& st = memory.stages.at(static_cast<size_t>(stage));
   const MemoryBreakdown& mb = st.memory;
   const Bytes fixed_tensors = mb.weights + mb.gradients + mb.optimizer + mb.communication;
-  const bool split = plan.schedule == Schedule::kZeroBubble;
+  const bool split = plan.splits_backward();
   std::vector<Event> ev;
   ev.reserve(passes.size() * 2);
   // Activation offload: the offloaded layers' share on the GPU while a pass runs (memory.cc).

@@ -130,12 +130,35 @@ TEST(MemoryTimeline, ZeroBubbleHoldsPMicrobatchesOnEveryStageUntilTheirWeightPas
   }
 }
 
+// ZB-V (train/schedule.h): every rank holds up to 2p chunks (2 p - s - 1 of chunk 0 and s + 1 of chunk
+// 1 at its first F1 B1 W1 group), each freed by its W pass; the B pass after the most-held forward
+// runs with them all, so the timeline's peak is the report's. With m = 3 < 2p - 1 rank 0 holds its 3
+// forwards of chunk 0 and then one of chunk 1: 4.
+TEST(MemoryTimeline, ZeroBubbleVHoldsTwoPChunksOnEveryRankUntilTheirWeightPasses) {
+  const int64_t p = 4;
+  for (int64_t m : {3, 8, 12}) {
+    const Simulated r = run(Schedule::kZeroBubbleV, p, m, 2);
+    const Plan plan = plan_of(Schedule::kZeroBubbleV, p, m, 2);
+    for (int64_t s = 0; s < p; ++s) {
+      const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+      if (m >= 2 * p) {
+        EXPECT_EQ(most_chunks(t), 2 * p) << "m " << m << " stage " << s;
+      }
+      EXPECT_EQ(timeline_peak(t).total, r.memory.stages[static_cast<size_t>(s)].memory.total()) << "m " << m << " stage " << s;
+    }
+    if (m == 3) {
+      EXPECT_EQ(most_chunks(memory_timeline(plan, r.memory, 0, r.step.passes)), 4);
+    }
+  }
+}
+
 // Every allocation is freed: the step starts and ends with the model states, buffers and context only
 // (the report's total less activations and temporary), and time runs forward.
 TEST(MemoryTimeline, StartsAndEndsWithTheStaticMemoryAndIsOrderedInTime) {
-  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubble}) {
-    const Simulated r = run(schedule, 2, 4);
-    const Plan plan = plan_of(schedule, 2, 4);
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubble, Schedule::kZeroBubbleV}) {
+    const int64_t v = schedule == Schedule::kZeroBubbleV ? 2 : 1;
+    const Simulated r = run(schedule, 2, 4, v);
+    const Plan plan = plan_of(schedule, 2, 4, v);
     for (int64_t s = 0; s < 2; ++s) {
       const MemoryBreakdown& mb = r.memory.stages[static_cast<size_t>(s)].memory;
       const Bytes fixed = mb.total() - mb.activations - mb.temporary;

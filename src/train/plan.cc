@@ -38,7 +38,9 @@ constexpr std::array kSchedules = {std::pair<std::string_view, Schedule>{"gpipe"
                                    std::pair<std::string_view, Schedule>{"1f1b", Schedule::kOneFOneB},
                                    std::pair<std::string_view, Schedule>{"interleaved", Schedule::kInterleaved},
                                    std::pair<std::string_view, Schedule>{"zero-bubble", Schedule::kZeroBubble},
-                                   std::pair<std::string_view, Schedule>{"zb-h1", Schedule::kZeroBubble}};
+                                   std::pair<std::string_view, Schedule>{"zb-h1", Schedule::kZeroBubble},
+                                   std::pair<std::string_view, Schedule>{"zb-v", Schedule::kZeroBubbleV},
+                                   std::pair<std::string_view, Schedule>{"zbv", Schedule::kZeroBubbleV}};
 constexpr std::array kShardings = {std::pair<std::string_view, Sharding>{"none", Sharding::kNone},
                                    std::pair<std::string_view, Sharding>{"zero1", Sharding::kZero1},
                                    std::pair<std::string_view, Sharding>{"zero2", Sharding::kZero2},
@@ -306,9 +308,9 @@ int64_t machine_cp_a2a(const Plan& p, int64_t domain_gpus) {
 LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c) {
   if (!p.uneven_stages()) {
     const int64_t per = layers / (p.pp * p.vp);
-    return LayerRange{(c * p.pp + s) * per, per, c * per};
+    return LayerRange{p.virtual_stage(s, c) * per, per, c * per};
   }
-  // Model chunk k = c pp + s of K = pp vp (Megatron-Core's interleaved order; with vp = 1, the stages):
+  // Model chunk k = Plan::virtual_stage(s, c) of K = pp vp (with vp = 1, the stages):
   // the first holds first_stage_layers, the last last_stage_layers (-1: the share), the rest the share.
   const int64_t chunks = p.pp * p.vp;
   const int64_t first_set = std::max<int64_t>(0, p.first_stage_layers), last_set = std::max<int64_t>(0, p.last_stage_layers);
@@ -318,9 +320,9 @@ LayerRange chunk_layers(const Plan& p, int64_t layers, int64_t s, int64_t c) {
   const int64_t last = p.last_stage_layers >= 0 ? p.last_stage_layers : share;
   auto size = [&](int64_t k) { return k == 0 ? first : k == chunks - 1 ? last : share; };
   auto start = [&](int64_t k) { return k == 0 ? 0 : first + (k - 1) * share; };  // k <= chunks - 1
-  const int64_t k = c * p.pp + s;
+  const int64_t k = p.virtual_stage(s, c);
   int64_t offset = 0;  // this rank's layers in its chunks before c
-  for (int64_t b = 0; b < c; ++b) offset += size(b * p.pp + s);
+  for (int64_t b = 0; b < c; ++b) offset += size(p.virtual_stage(s, b));
   return LayerRange{start(k), size(k), offset};
 }
 
@@ -423,8 +425,13 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     add("microbatch_group", fmt::format("a micro-batch group size ({}) applies to the interleaved schedule (vp > 1) and "
                                         "must be positive", p.microbatch_group));
   }
-  if (p.vp > 1 && p.schedule != Schedule::kInterleaved) {
-    add("vp_schedule", fmt::format("vp={} needs --schedule interleaved (schedule is {})", p.vp, schedule_name(p.schedule)));
+  if (p.v_shape() && p.vp != 2) {
+    add("vp_schedule", fmt::format("the zb-v schedule runs two model chunks per pipeline rank in a V: it needs vp=2 "
+                                   "(found vp={})",
+                                   p.vp));
+  } else if (p.vp > 1 && p.schedule != Schedule::kInterleaved && !p.v_shape()) {
+    add("vp_schedule", fmt::format("vp={} needs --schedule interleaved or zb-v (schedule is {})", p.vp,
+                                   schedule_name(p.schedule)));
   }
   if (p.cp > 1 && p.seq % (2 * p.cp) != 0) {
     add("cp_seq", fmt::format("2*cp={} does not divide seq={} (load-balanced ring attention)", 2 * p.cp, p.seq));

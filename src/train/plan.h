@@ -28,7 +28,7 @@
 //     shard       shard_group divides dp (HSDP) and sharding is not none when shard_group > 1; with EP,
 //                 etp*ep divides shard_group*cp*tp (EP inside a shard group)
 //     sp          sequence parallelism needs tp > 1;  tp divides seq/cp with SP
-//     vp_schedule vp > 1 only with the interleaved schedule
+//     vp_schedule vp > 1 only with the interleaved schedule or ZB-V; ZB-V needs vp = 2 (its V)
 //     precision   the GPU has a dense peak for the precision
 // Range of validity: dense and MoE decoder-only transformers (model/model_spec.h).
 #pragma once
@@ -56,7 +56,8 @@ namespace orrery::train {
 // the figure this constant held before 2026-11-27.
 inline constexpr double kCpuAdamParamsPerSecond = 0.69e9;
 
-enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble };
+// kZeroBubble is ZB-H1; kZeroBubbleV is ZB-V (two model chunks per rank in a V: train/schedule.h).
+enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble, kZeroBubbleV };
 // Data-parallel sharding (Rajbhandari et al. 2020, ZeRO): none = plain DDP; zero1 = optimizer states
 // (Megatron's distributed optimizer); zero2 = + gradients; zero3 = + parameters (FSDP full shard).
 enum class Sharding { kNone, kZero1, kZero2, kZero3 };
@@ -170,7 +171,7 @@ struct Plan {
   // each rank's sequence-parallel tokens (SP required) and all-gathers them over the etp ranks only, so
   // an expert GEMM has etp / tp of the rows it has at etp = tp and tp / etp times the columns.
   int64_t etp = 0;
-  int64_t vp = 1;  // virtual stages per pipeline rank (interleaved schedule)
+  int64_t vp = 1;  // virtual stages (model chunks) per pipeline rank (interleaved schedule; ZB-V: 2)
   // Interleaved schedule: the micro-batches run back to back on one model chunk before the next chunk
   // (Megatron-Core's microbatch_group_size_per_vp_stage; Llama 3's tunable N, Dubey et al. 2024 sec.
   // 3.3.2); 0 = pp, Megatron's default. In [pp, m], and a last, shorter group of at least pp.
@@ -291,6 +292,20 @@ struct Plan {
   // routed experts' (sharded over expert_shard_size), the rest over shard_size.
   double local_optimizer_params(int64_t params, int64_t expert_params) const;
   bool uneven_stages() const { return first_stage_layers >= 0 || last_stage_layers >= 0; }
+  // Pipeline placement. Model chunk c of rank s is virtual stage c pp + s (Megatron-Core's interleaved
+  // order; vp = 1: the stage), except under ZB-V, whose V places chunk 0 of rank s at s and chunk 1 at
+  // 2 pp - 1 - s (Qi et al. 2024, sec. 6; torch.distributed.pipelining's "v" stage-to-rank mapping), so
+  // that rank pp - 1 turns the V locally and rank 0 runs both the embedding and the loss.
+  bool v_shape() const { return schedule == Schedule::kZeroBubbleV; }
+  int64_t virtual_stage(int64_t s, int64_t c) const { return v_shape() && c == 1 ? 2 * pp - 1 - s : c * pp + s; }
+  int64_t stage_of_virtual(int64_t k) const { return v_shape() && k >= pp ? 2 * pp - 1 - k : k % pp; }
+  int64_t chunk_of_virtual(int64_t k) const { return k / pp; }
+  // The chunk that runs the embedding (virtual stage 0) / the LM head and loss (the last virtual stage).
+  bool runs_embedding(int64_t s, int64_t c) const { return virtual_stage(s, c) == 0; }
+  bool runs_head(int64_t s, int64_t c) const { return virtual_stage(s, c) == pp * vp - 1; }
+  int64_t head_stage() const { return v_shape() ? 0 : pp - 1; }  // the rank with the LM head and loss
+  // Zero-bubble schedules split each backward into B (input gradient) and W (weight gradient) passes.
+  bool splits_backward() const { return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV; }
   // FSDP (ZeRO-3, HSDP) under pipeline parallelism, as PyTorch's pipelining runs it, the one framework
   // that combines the two (DeepSpeed's PipelineEngine refuses ZeRO-2/3; Megatron-Bridge states FSDP2
   // does not work with PP): every backward but a stage's last runs without gradient sync and without

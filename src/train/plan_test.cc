@@ -68,6 +68,14 @@ TEST(Plan, EveryConstraintHasItsKey) {
     p.pp = 2;
     p.gbs = 4;
     EXPECT_TRUE(has_key(validate_plan(m, p, 2, gpu), "vp_schedule"));
+    p.schedule = Schedule::kZeroBubbleV;  // the V is two chunks per rank: vp 2 valid, 1 and 4 not
+    EXPECT_TRUE(validate_plan(m, p, 2, gpu).empty());
+    for (int64_t bad : {1, 4}) {
+      p.vp = bad;
+      const auto e = validate_plan(m, p, 2, gpu);
+      ASSERT_TRUE(has_key(e, "vp_schedule")) << bad;
+      EXPECT_NE(e.front().message.find("needs vp=2"), std::string::npos) << e.front().message;
+    }
   }
   {
     Plan p;
@@ -674,6 +682,54 @@ TEST(Plan, RecomputeModulesParseAndMustExistInTheModel) {
   p.recompute = Recompute::kFull;
   p.recompute_modules = module_bit(RecomputeModule::kMlaUpProj);
   EXPECT_TRUE(validate_plan(llama_8b(), p, 8, test_gpu()).empty());
+}
+
+}  // namespace
+}  // namespace orrery::train
+
+namespace orrery::train {
+namespace {
+
+// Placement of model chunks (Plan::virtual_stage). Interleaved pp 4 x vp 2: chunk c of rank s is
+// virtual stage 4c + s, the head on rank 3. ZB-V pp 4: the V 0 1 2 3 | 3 2 1 0 over the ranks, so chunk
+// 1 of rank s is 7 - s and rank 0 runs both the embedding (virtual stage 0) and the head (7). Each
+// mapping is a bijection of (rank, chunk) onto the 8 virtual stages, and its inverse gives them back.
+// Layers go by virtual stage: 16 layers in 8 chunks of 2 put chunk 1 of rank 1 (virtual stage 5, or 6
+// in the V) at layer 10 (12). With one layer in the first and the last chunk, 26 layers are
+// 1 + 6 x 4 + 1 (chunk k starts at 0, 1, 5, 9, 13, 17, 21, 25): the head's chunk is layer 25 on rank 3
+// after its 4 layers of chunk 0 (virtual stage 3), or on the V's rank 0 after its 1 layer (0).
+TEST(Plan, VirtualStagesFollowTheInterleavedOrderOrTheV) {
+  for (Schedule schedule : {Schedule::kInterleaved, Schedule::kZeroBubbleV}) {
+    Plan p;
+    p.pp = 4;
+    p.vp = 2;
+    p.schedule = schedule;
+    const bool v = schedule == Schedule::kZeroBubbleV;
+    std::vector<int> seen(8, 0);
+    for (int64_t s = 0; s < 4; ++s) {
+      for (int64_t c = 0; c < 2; ++c) {
+        const int64_t k = p.virtual_stage(s, c);
+        EXPECT_EQ(k, c == 0 ? s : (v ? 7 - s : 4 + s));
+        ++seen[static_cast<size_t>(k)];
+        EXPECT_EQ(p.stage_of_virtual(k), s);
+        EXPECT_EQ(p.chunk_of_virtual(k), c);
+        EXPECT_EQ(p.runs_embedding(s, c), s == 0 && c == 0);
+        EXPECT_EQ(p.runs_head(s, c), c == 1 && s == (v ? 0 : 3));
+      }
+    }
+    EXPECT_EQ(seen, std::vector<int>(8, 1));
+    EXPECT_EQ(p.head_stage(), v ? 0 : 3);
+    EXPECT_EQ(p.splits_backward(), v);
+    // Even layers: 16 over 8 chunks of 2, placed by virtual stage.
+    EXPECT_EQ(chunk_layers(p, 16, 1, 1).first, v ? 12 : 10);
+    p.first_stage_layers = 1;
+    p.last_stage_layers = 1;
+    const LayerRange head = chunk_layers(p, 26, v ? 0 : 3, 1);
+    EXPECT_EQ(head.first, 25);
+    EXPECT_EQ(head.count, 1);
+    EXPECT_EQ(head.offset, v ? 1 : 4);  // after the rank's chunk 0: 1 layer (V's rank 0) or 4 (rank 3)
+    EXPECT_EQ(stage_layers(p, 26, 0), v ? 2 : 5);  // V: layers 0 and 25; interleaved: 0 and 13-16
+  }
 }
 
 }  // namespace

@@ -196,6 +196,10 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
           schedules.emplace_back(Schedule::kOneFOneB, 1);  // no pipeline: gradient accumulation
         } else {
           for (Schedule s : sp.schedules) {
+            if (s == Schedule::kZeroBubbleV) {
+              if (!uneven && (model.layers / pp) % 2 == 0) schedules.emplace_back(s, 2);  // the V's two chunks
+              continue;
+            }
             if (s != Schedule::kInterleaved) {
               schedules.emplace_back(s, 1);
               continue;
@@ -312,7 +316,7 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   const int64_t pp = p.pp;
   const int64_t v = p.vp;
   const int64_t m = p.microbatches();
-  const bool zero_bubble = p.schedule == Schedule::kZeroBubble;
+  const bool zero_bubble = p.splits_backward();
   const Time hop = pp > 1 ? comm.p2p(c.boundary_activation) : Time::zero();
   // FSDP under PP (Plan::fsdp_keeps_gathered) collects once per step, as ZeRO-1 does: compute bounds it.
   const bool zero3 = p.fsdp_reshards() && group_size(p, Group::kDpShard) > 1;
@@ -344,8 +348,8 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
         b += slow(l.bwd_input + l.bwd_weight) + l.tp_bwd + l.cp_bwd + l.ep_bwd;
         if (fsdp2) {
           int64_t dense = l.params - l.expert_params;
-          if (s == 0 && ch == 0 && i == 0) dense += c.pre.params;
-          if (s == pp - 1 && ch == v - 1 && i == range.count - 1) dense += c.post.params;
+          if (p.runs_embedding(s, ch) && i == 0) dense += c.pre.params;
+          if (p.runs_head(s, ch) && i == range.count - 1) dense += c.post.params;
           const double elems = d(dense) + (experts_sharded ? d(l.expert_params) : 0.0);
           const bool gathered = range.offset + i >= p.unsharded_layers;
           f += fsdp2_compute_copies(p, cm, elems, gathered, false);
@@ -359,12 +363,12 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
           b += slow(l.partial_recompute(p.recompute));
         }
       }
-      if (s == 0 && ch == 0) {
+      if (p.runs_embedding(s, ch)) {
         f += slow(c.pre.fwd);
         b += slow(c.pre.bwd_input + c.pre.bwd_weight);
         params += c.pre.params;
       }
-      if (s == pp - 1 && ch == v - 1) {
+      if (p.runs_head(s, ch)) {
         f += slow(c.post.fwd);
         b += slow(c.post.bwd_input + c.post.bwd_weight);
         params += c.post.params;
@@ -391,8 +395,8 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
         for (int64_t i = 0; i < range.count; ++i) {
           const LayerCost& l = c.layer[static_cast<size_t>(range.first + i)];
           int64_t n = l.params - l.expert_params;
-          if (s == 0 && ch == 0 && i == 0) n += c.pre.params;
-          if (s == pp - 1 && ch == v - 1 && i == range.count - 1) n += c.post.params;
+          if (p.runs_embedding(s, ch) && i == 0) n += c.pre.params;
+          if (p.runs_head(s, ch) && i == range.count - 1) n += c.post.params;
           if (zero3 && range.offset + i >= p.unsharded_layers) {
             const Time g = gather.time(n), eg = expert_gather.time(l.expert_params);
             gathers += g * 2;

@@ -141,26 +141,27 @@ TEST(Planner, SelectiveRecomputeModuleSetsAreSearched) {
 }
 
 // The full default space (no CP) on the same shapes. Per shape: schedules S(pp): pp=1 -> 1 (1f1b: no
-// pipeline); pp=2 -> gpipe, 1f1b, zero-bubble + interleaved with vp in {v >= 2 dividing 4/2} = {2}: 4;
-// pp=4 -> 3 (4/4 = 1 layer per stage, no vp >= 2). mbs M(dp): powers of two dividing 16/dp: dp=8 -> 2,
+// pipeline); pp=2 -> gpipe, 1f1b, zero-bubble + interleaved with vp in {v >= 2 dividing 4/2} = {2} +
+// zb-v (vp 2: 4/2 = 2 layers per stage, even): 5; pp=4 -> 3 (4/4 = 1 layer per stage, no vp >= 2, no V).
+// mbs M(dp): powers of two dividing 16/dp: dp=8 -> 2,
 // dp=4 -> 3, dp=2 -> 4, dp=1 -> 5. Shardings H(dp): dp=1 -> 1; else none, zero1, zero2, zero3 plus HSDP
 // groups g | dp, 1 < g < dp: dp=8 -> 4+2, dp=4 -> 4+1, dp=2 -> 4. Recompute 3. SP 2 when tp > 1.
-//   (1,1,8) 1*2*6*3 = 36     (1,2,4) 4*3*5*3 = 180    (1,4,2) 3*4*4*3 = 144
-//   (2,1,4) 1*3*5*3*2 = 90   (2,2,2) 4*4*4*3*2 = 384  (2,4,1) 3*5*1*3*2 = 90
-//   (4,1,2) 1*4*4*3*2 = 96   (4,2,1) 4*5*1*3*2 = 120  (8,1,1) 1*5*1*3*2 = 30      total 1170.
+//   (1,1,8) 1*2*6*3 = 36     (1,2,4) 5*3*5*3 = 225    (1,4,2) 3*4*4*3 = 144
+//   (2,1,4) 1*3*5*3*2 = 90   (2,2,2) 5*4*4*3*2 = 480  (2,4,1) 3*5*1*3*2 = 90
+//   (4,1,2) 1*4*4*3*2 = 96   (4,2,1) 5*5*1*3*2 = 150  (8,1,1) 1*5*1*3*2 = 30      total 1341.
 // Invalid: interleaved needs m = 16/(dp mbs) to be a multiple of pp = 2, which fails only at m = 1
 // (mbs = 16/dp): (1,2,4) 5*3 = 15, (2,2,2) 4*3*2 = 24, (4,2,1) 1*3*2 = 6, 45 plans, all for that reason.
 TEST(Planner, CountsCandidatesAndInvalidReasonsAsDerived) {
   Small s;
   const PlannerResult r = plan_training(s.model, s.cluster, s.cm, s.options());
-  EXPECT_EQ(r.counts.enumerated, 1170);
+  EXPECT_EQ(r.counts.enumerated, 1341);
   EXPECT_EQ(r.counts.invalid, 45);
   ASSERT_FALSE(r.reasons.empty());
   EXPECT_EQ(r.reasons.front().key, "vp_microbatches");
   EXPECT_EQ(r.reasons.front().count, 45);
   // A model of ~13 M parameters fits every valid plan in 80 GiB.
   EXPECT_EQ(r.counts.over_budget, 0);
-  EXPECT_EQ(r.counts.fits, 1170 - 45);
+  EXPECT_EQ(r.counts.fits, 1341 - 45);
   EXPECT_EQ(r.counts.simulated + r.counts.pruned, r.counts.fits);
   EXPECT_EQ(r.bound_violations, 0);
 }
@@ -478,7 +479,9 @@ class FixedComm final : public CommModel {
 //   interleaved v = 2 (chunks of 2 layers, F0 = 2, B0 = 4): 3*2 + 96 + 3*4 = 114 ms + opt
 //                (m (F + B) + (p - 1)(F + B)/v)
 //   ZB-H1:       3*4 + 96 + opt = 108 ms + opt  (m (F + B) + (p - 1)(F + B_input - W), Qi et al. 2024)
-// and the simulator's step equals each (simulator_test.cc derives the same three figures).
+//   ZB-V (chunks of 2 layers, F0 = 2 on the V's first arm): rank 3: 3*2 + 96 + opt = 102 ms + opt
+//                ((6m + p - 1) t at t = 2 ms per chunk pass)
+// and the simulator's step equals each (simulator_test.cc derives the same four figures).
 TEST(ThroughputBound, EqualsTheIdealPipelineStep) {
   const model::ModelSpec model = model::ModelSpec::llama({16, 1024, 8, 8, 4096, 32000, 1024});
   const hw::GpuSpec gpu = test_gpu();
@@ -488,7 +491,8 @@ TEST(ThroughputBound, EqualsTheIdealPipelineStep) {
   const FixedComm comm(Time::zero(), Time::zero());
   for (const auto& [schedule, vp, ms] : {std::tuple<Schedule, int64_t, int64_t>{Schedule::kOneFOneB, 1, 132},
                                          {Schedule::kInterleaved, 2, 114},
-                                         {Schedule::kZeroBubble, 1, 108}}) {
+                                         {Schedule::kZeroBubble, 1, 108},
+                                         {Schedule::kZeroBubbleV, 2, 102}}) {
     Plan p;
     p.pp = 4;
     p.vp = vp;
@@ -859,10 +863,10 @@ TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
   EXPECT_TRUE(r.top.empty());
   EXPECT_TRUE(r.pareto.empty());
   EXPECT_EQ(r.counts.fits, 0);
-  EXPECT_EQ(r.counts.over_budget, 1170 - 45);
+  EXPECT_EQ(r.counts.over_budget, 1341 - 45);
   ASSERT_EQ(r.reasons.size(), 2u);
   EXPECT_EQ(r.reasons[0].key, "memory");
-  EXPECT_EQ(r.reasons[0].count, 1170 - 45);
+  EXPECT_EQ(r.reasons[0].count, 1341 - 45);
   EXPECT_NE(r.reasons[0].example.find("exceeds the budget"), std::string::npos);
   EXPECT_EQ(r.reasons[1].key, "vp_microbatches");
   // The lists hold the K best by their own order: the highest bounds, the smallest peaks.

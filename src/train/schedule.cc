@@ -10,7 +10,7 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
   const auto p = static_cast<int32_t>(plan.pp);
   const auto s = static_cast<int32_t>(stage);
   std::vector<PipelinePass> out;
-  const bool split = plan.schedule == Schedule::kZeroBubble;
+  const bool split = plan.splits_backward();
   auto fwd = [&](int32_t mb, int32_t c) { out.push_back({PassKind::kForward, mb, c}); };
   auto bwd = [&](int32_t mb, int32_t c) {
     out.push_back({PassKind::kBackward, mb, c});
@@ -59,6 +59,50 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
         b(j);
       }
       for (int32_t j = total - warm; j < total; ++j) b(j);
+      break;
+    }
+    case Schedule::kZeroBubbleV: {
+      // torch.distributed.pipelining's ScheduleZBVZeroBubble (_calculate_single_rank_operations), with
+      // chunk 0 = virtual stage s and chunk 1 = 2p - 1 - s. It lays the order out for
+      // n = max(2p - 1, m) micro-batches and drops the passes of micro-batches m and above.
+      const int32_t n = std::max(2 * p - 1, m);
+      out.reserve(static_cast<size_t>(6 * m));
+      int32_t f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+      auto put = [&](PassKind kind, int32_t mb, int32_t c) {
+        if (mb < m) out.push_back({kind, mb, c});
+      };
+      auto f = [&](int32_t c) { put(PassKind::kForward, c == 0 ? f0++ : f1++, c); };
+      auto bw = [&](int32_t c) {  // B then W of the same micro-batch
+        const int32_t mb = c == 0 ? b0++ : b1++;
+        put(PassKind::kBackward, mb, c);
+        put(PassKind::kWeight, mb, c);
+      };
+      for (int32_t i = 0; i < 2 * (p - s) - 1; ++i) f(0);  // warm-up: chunk 0 fills the V's first arm
+      for (int32_t i = 0; i < s; ++i) {
+        f(1);
+        f(0);
+      }
+      for (int32_t i = 0; i < p - s; ++i) {  // the first backwards come back up the second arm
+        f(1);
+        bw(1);
+      }
+      while (f1 < f0 || f0 < n) {  // steady: F0 B0 W0 F1 B1 W1
+        if (f0 < n) f(0);
+        bw(0);
+        f(1);
+        bw(1);
+      }
+      int32_t w0 = b0, w1 = b1;  // cool-down: B passes first, the W passes they leave behind at the end
+      for (int32_t i = 0; i < s; ++i) {
+        put(PassKind::kBackward, b0++, 0);
+        put(PassKind::kBackward, b1++, 1);
+      }
+      for (int32_t i = 0; i < p - s; ++i) {
+        put(PassKind::kBackward, b0++, 0);
+        put(PassKind::kWeight, w0++, 0);
+      }
+      while (w1 < b1) put(PassKind::kWeight, w1++, 1);
+      while (w0 < b0) put(PassKind::kWeight, w0++, 0);
       break;
     }
   }

@@ -15,9 +15,19 @@
 //     each backward split into B (input gradient, on the critical path) and W (weight gradient); stage
 //     s runs W of micro-batch j after B of micro-batch j + s (later stages defer more, so the B chain
 //     of the cool-down is not held up by W passes) and the deferred W passes at the end.
+//   ZB-V (Qi et al. 2024, sec. 6): two model chunks per rank placed in a V (Plan::virtual_stage:
+//     chunk 0 of rank s is virtual stage s, chunk 1 is 2p - 1 - s), backward split into B and W,
+//     in torch.distributed.pipelining's order (ScheduleZBVZeroBubble) for rank s: 2(p - s) - 1
+//     forwards of chunk 0; s times F1 F0; p - s times F1 B1 W1; then F0 B0 W0 F1 B1 W1 until the
+//     forwards are done; s times B0 B1; p - s times B0 W0; the W passes left of chunk 1, then of chunk
+//     0. It lays this out for max(2p - 1, m) micro-batches and drops the passes of those past m. Each
+//     rank holds at most 2p chunk-micro-batches of activations (p micro-batches of a whole stage, as
+//     1F1B's stage 0) and sends twice 1F1B's activations between stages.
 //   Ideal bubble with zero communication and equal stages (forward tf, backward tb = B + W):
 //     GPipe and 1F1B (p - 1)(tf + tb), a fraction (p - 1)/m of the ideal m(tf + tb);
-//     interleaved (p - 1)(tf + tb)/v, a fraction (p - 1)/(v m); ZB-H1 (p - 1)(tf + B - W).
+//     interleaved (p - 1)(tf + tb)/v, a fraction (p - 1)/(v m); ZB-H1 (p - 1)(tf + B - W); ZB-V
+//     with each chunk's F = B = W = t and m >= 2p: (p - 1) t, the first arm's fill (the last rank
+//     starts after p - 1 chunk forwards and is then never idle; simulator_test derives it).
 #pragma once
 
 #include <cstdint>
@@ -35,7 +45,7 @@ struct PipelinePass {
   int32_t chunk = 0;
 };
 
-// Program order of stage `stage` (0-based), W passes included for ZB-H1. REQUIRES: a valid plan.
+// Program order of stage `stage` (0-based), W passes included for ZB-H1 and ZB-V. REQUIRES: a valid plan.
 std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage);
 
 // The interleaved order's table (Megatron-Core's get_schedule_table), O(1) per entry: the model chunk

@@ -192,7 +192,7 @@ class Builder {
   // The parts of one pass over layers [lo, hi) of chunk c on stage s.
   Parts pass_parts(int32_t s, int32_t c, PassKind kind, int64_t lo, int64_t hi) const {
     Parts r;
-    const bool split = p_.schedule == Schedule::kZeroBubble;
+    const bool split = p_.splits_backward();
     const ModelCosts& sc = costs(s);
     for (int64_t i = lo; i < hi; ++i) {
       const LayerCost& l = sc.layer[static_cast<size_t>(layer_of(s, c, i))];
@@ -224,8 +224,8 @@ class Builder {
     }
     const bool first_piece_fwd = lo == 0;
     const bool last_piece = hi == n_layers(s, c);
-    const bool pre_here = s == 0 && c == 0;
-    const bool post_here = s == pp_ - 1 && c == v_ - 1;
+    const bool pre_here = p_.runs_embedding(s, c);
+    const bool post_here = p_.runs_head(s, c);
     auto add_edge = [&](const LayerCost& e) {
       switch (kind) {
         case PassKind::kForward: r.compute += e.fwd; break;
@@ -246,8 +246,8 @@ class Builder {
   int64_t piece_params(int32_t s, int32_t c, int64_t lo, int64_t hi) const {
     int64_t n = 0;
     for (int64_t i = lo; i < hi; ++i) n += c_.layer[static_cast<size_t>(layer_of(s, c, i))].params;
-    if (s == 0 && c == 0 && lo == 0) n += c_.pre.params;
-    if (s == pp_ - 1 && c == v_ - 1 && hi == n_layers(s, c)) n += c_.post.params;
+    if (p_.runs_embedding(s, c) && lo == 0) n += c_.pre.params;
+    if (p_.runs_head(s, c) && hi == n_layers(s, c)) n += c_.post.params;
     return n;
   }
   // A piece's parameters as the DP collectives split them: routed experts' reduce and gather over the
@@ -391,7 +391,7 @@ class Builder {
     // SHARD_GRAD_OP). The last micro-batch's reductions gate the optimizer step.
     const bool reduce_each = zero3 || (p_.sharding == Sharding::kZero2 && group_size(p_, Group::kDpShard) > 1);
     std::vector<TaskId> dp_tasks;
-    const bool split = p_.schedule == Schedule::kZeroBubble;
+    const bool split = p_.splits_backward();
     const PassKind grad_kind = split ? PassKind::kWeight : PassKind::kBackward;
     std::vector<TaskId> compute_order;  // non-filler compute tasks in program order (prefetch anchors)
     // Per chunk and layer: the last micro-batch's gradient task and the first forward's task, where
@@ -528,9 +528,10 @@ class Builder {
         f_first_[i] = first;
         f_last_[i] = prev;
         if (chunk_first_forward[static_cast<size_t>(c)] < 0) chunk_first_forward[static_cast<size_t>(c)] = first;
-        const bool last_virtual = s == pp_ - 1 && c == v_ - 1;
-        if (!last_virtual && pp_ > 1) {
-          const TaskId send = add_task(s, st.pp_fwd, send_time(s, (s + 1) % pp_), TimeCategory::kPp, Parts{}, false,
+        // The output goes to the next virtual stage, on another rank unless the V turns here (ZB-V).
+        const int32_t next = p_.runs_head(s, c) ? s : virtual_rank(s, c, 1);
+        if (next != s) {
+          const TaskId send = add_task(s, st.pp_fwd, send_time(s, next), TimeCategory::kPp, Parts{}, false,
                                        "pp-send-fwd", [&] { return fmt::format("send act mb{} c{}", mb, c); },
                                        link_resource(s, Group::kPp));
           dep(send, prev);
@@ -542,9 +543,9 @@ class Builder {
       } else {
         b_first_[i] = first;
         b_last_[i] = prev;
-        const bool first_virtual = s == 0 && c == 0;
-        if (!first_virtual && pp_ > 1) {
-          const TaskId send = add_task(s, st.pp_bwd, send_time(s, (s + pp_ - 1) % pp_), TimeCategory::kPp, Parts{}, false,
+        const int32_t prev_rank = p_.runs_embedding(s, c) ? s : virtual_rank(s, c, -1);
+        if (prev_rank != s) {
+          const TaskId send = add_task(s, st.pp_bwd, send_time(s, prev_rank), TimeCategory::kPp, Parts{}, false,
                                        "pp-send-bwd", [&] { return fmt::format("send grad mb{} c{}", mb, c); },
                                        link_resource(s, Group::kPp));
           dep(send, prev);
@@ -627,22 +628,28 @@ class Builder {
 
   TaskId w_last(int32_t s, int32_t c) const { return w_last_[idx(s, c, m_mb_ - 1)]; }
 
+  // The rank of the virtual stage `step` (+1: next, -1: previous) from chunk c of rank s.
+  int32_t virtual_rank(int32_t s, int32_t c, int32_t step) const {
+    return static_cast<int32_t>(p_.stage_of_virtual(p_.virtual_stage(s, c) + step));
+  }
+
   void link_pipeline() {
     for (int32_t s = 0; s < pp_; ++s) {
       for (int32_t c = 0; c < v_; ++c) {
+        const int64_t k = p_.virtual_stage(s, c);
         for (int32_t mb = 0; mb < m_mb_; ++mb) {
           const size_t i = idx(s, c, mb);
-          // Forward input from the previous virtual stage.
-          if (s > 0) {
-            dep(f_first_[i], send_f_[idx(s - 1, c, mb)]);
-          } else if (c > 0) {
-            dep(f_first_[i], pp_ > 1 ? send_f_[idx(pp_ - 1, c - 1, mb)] : f_last_[idx(0, c - 1, mb)]);
+          // Forward input from the previous virtual stage: its send, or on this rank its last task.
+          if (k > 0) {
+            const auto ps = static_cast<int32_t>(p_.stage_of_virtual(k - 1));
+            const auto pc = static_cast<int32_t>(p_.chunk_of_virtual(k - 1));
+            dep(f_first_[i], ps != s ? send_f_[idx(ps, pc, mb)] : f_last_[idx(ps, pc, mb)]);
           }
           // Output gradient from the next virtual stage.
-          if (s < pp_ - 1) {
-            dep(b_first_[i], send_b_[idx(s + 1, c, mb)]);
-          } else if (c < v_ - 1) {
-            dep(b_first_[i], pp_ > 1 ? send_b_[idx(0, c + 1, mb)] : b_last_[idx(pp_ - 1, c + 1, mb)]);
+          if (k < int64_t{pp_} * v_ - 1) {
+            const auto ns = static_cast<int32_t>(p_.stage_of_virtual(k + 1));
+            const auto nc = static_cast<int32_t>(p_.chunk_of_virtual(k + 1));
+            dep(b_first_[i], ns != s ? send_b_[idx(ns, nc, mb)] : b_last_[idx(ns, nc, mb)]);
           }
         }
       }
@@ -657,10 +664,10 @@ class Builder {
     Parts parts;
     const TaskId opt = add_task(s, st.compute, t, category, parts, false, "compute", [] { return std::string("optimizer"); });
     for (TaskId d : dp_tasks_[static_cast<size_t>(s)]) dep(opt, d);
-    // The optimizer runs after every W pass of the stage (ZB-H1).
+    // The optimizer runs after every W pass of the stage (ZB-H1, ZB-V).
     for (int32_t c = 0; c < v_; ++c) {
       for (int32_t mb = 0; mb < m_mb_; ++mb) {
-        if (p_.schedule == Schedule::kZeroBubble) dep(opt, w_last_[idx(s, c, mb)]);
+        if (p_.splits_backward()) dep(opt, w_last_[idx(s, c, mb)]);
       }
     }
     if ((p_.sharding == Sharding::kZero1 || p_.sharding == Sharding::kZero2) && !p_.overlap_param_gather &&
@@ -671,7 +678,7 @@ class Builder {
   }
 
   void record_passes(const std::vector<TaskTiming>& t, StepResult& r) const {
-    r.passes.reserve(f_first_.size() * (p_.schedule == Schedule::kZeroBubble ? 3 : 2));
+    r.passes.reserve(f_first_.size() * (p_.splits_backward() ? 3 : 2));
     for (int32_t s = 0; s < pp_; ++s) {
       for (int32_t c = 0; c < v_; ++c) {
         for (int32_t mb = 0; mb < m_mb_; ++mb) {

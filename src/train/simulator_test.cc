@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
 #include <tuple>
 
 #include "train/test_support.h"
@@ -163,6 +165,39 @@ TEST(Simulator, ZeroBubbleH1BubbleIsPMinusOneTimesFPlusBMinusW) {
   plan.schedule = Schedule::kZeroBubble;
   const StepResult r = simulate_step(f.model, plan, c, f.cm, comm);
   EXPECT_EQ(r.step_time, ms(12) * m + ms(4) * (p - 1) + f.opt());
+}
+
+// ZB-V (Qi et al. 2024, sec. 6) with each chunk's F = B = W = t: the V has no bubble in its steady
+// phase, so each rank is busy for its 2 chunks x m micro-batches x 3 passes = 6 m t, and the last rank
+// cannot start before micro-batch 0 has come down the first arm through p - 1 chunk forwards; it is
+// then never idle: step = (6m + p - 1) t. By hand for p = 2, m = 4 (virtual stages 0 and 3 on rank 0,
+// 1 and 2 on rank 1; the orders are Schedule.ZeroBubbleVFollowsTorchsOrder's), in units of t:
+//   rank 0: F0.0 0-1, F0.1 1-2, F0.2 2-3, F3.0 3-4, B3.0 4-5, W3.0 5-6, F3.1 6-7, B3.1 7-8, W3.1 8-9,
+//           F0.3 9-10, B0.0 10-11, W0.0 11-12, F3.2 12-13, B3.2 13-14, W3.2 14-15, B0.1 15-16,
+//           W0.1 16-17, F3.3 17-18, B3.3 18-19, W3.3 19-20, B0.2 20-21, W0.2 21-22, B0.3 22-23, W0.3 23-24
+//   rank 1: F1.0 1-2, F2.0 2-3, F1.1 3-4, F2.1 4-5, B2.0 5-6, W2.0 6-7, F1.2 7-8, B1.0 8-9, W1.0 9-10,
+//           F2.2 10-11, B2.1 11-12, W2.1 12-13, F1.3 13-14, B1.1 14-15, W1.1 15-16, F2.3 16-17,
+//           B2.2 17-18, W2.2 18-19, B1.2 19-20, B2.3 20-21, B1.3 21-22, W1.2 22-23, W2.3 23-24, W1.3 24-25
+// (F<virtual stage>.<micro-batch>; each pass waits for its rank's previous one, a forward for the
+// previous virtual stage's, a B for the next one's): 25 = 6 x 4 + 1. Against ZB-H1's (p - 1) 2t on
+// the same stages (its T_F = 2t per stage) and 1F1B's (p - 1) 6t.
+TEST(Simulator, ZeroBubbleVBubbleIsTheFirstArmsFill) {
+  Fixture f;
+  const FixedComm comm(Time::zero(), Time::zero());
+  for (const auto& [p, m, layers] : {std::tuple<int64_t, int64_t, int64_t>{2, 4, 4}, {4, 8, 16}, {4, 12, 8}}) {
+    // One chunk of layers / (2p) layers of 1 ms per pass each: t = layers / (2p) ms.
+    const ModelCosts c = synthetic(static_cast<int>(layers), ms(1), ms(1), ms(1));
+    const Time t = ms(1) * (layers / (2 * p));
+    Plan plan;
+    plan.pp = p;
+    plan.vp = 2;
+    plan.gbs = m;
+    plan.schedule = Schedule::kZeroBubbleV;
+    const model::ModelSpec model = model::ModelSpec::llama({layers, 1024, 8, 8, 4096, 32000, 1024});
+    ASSERT_TRUE(validate_plan(model, plan, p, f.gpu).empty());
+    const StepResult r = simulate_step(model, plan, c, f.cm, comm);
+    EXPECT_EQ(r.step_time, t * (6 * m + p - 1) + f.opt()) << "p " << p << " m " << m;
+  }
 }
 
 // Without overlap the DP all-reduce is exposed once after the last backward: m (tf + tb) + T_dp.
@@ -738,6 +773,58 @@ TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
   // Megatron: virtual micro-batch 4 on stage 0 is micro-batch 0 of chunk 1.
   EXPECT_EQ(q[4].chunk, 1);
   EXPECT_EQ(q[4].microbatch, 0);
+}
+
+// ZB-V's order against torch.distributed.pipelining's ScheduleZBVZeroBubble
+// (_calculate_single_rank_operations), worked by hand for p = 2, m = 4 (n = max(2p - 1, m) = 4):
+//   rank 0: warm-up 2(2 - 0) - 1 = 3 x F0; 0 x (F1 F0); 2 x (F1 B1 W1); steady while f1 < f0 or f0 < 4:
+//     F0.3 B0.0 W0.0 F1.2 B1.2 W1.2 | (f0 = 4) B0.1 W0.1 F1.3 B1.3 W1.3; cool-down 0 x (B0 B1),
+//     2 x (B0 W0): B0.2 W0.2 B0.3 W0.3.
+//   rank 1: warm-up 1 x F0; 1 x (F1 F0); 1 x (F1 B1 W1): F0.0 F1.0 F0.1 F1.1 B1.0 W1.0; steady F0.2 B0.0
+//     W0.0 F1.2 B1.1 W1.1 | F0.3 B0.1 W0.1 F1.3 B1.2 W1.2; cool-down 1 x (B0 B1): B0.2 B1.3; 1 x (B0 W0):
+//     B0.3 W0.2; the W left of chunk 1: W1.3; of chunk 0: W0.3.
+// (F<chunk>.<micro-batch>.) With m < 2p - 1 it drops the passes of micro-batches m and above from the
+// order for 2p - 1; every order holds each pass once, F before B before W.
+TEST(Schedule, ZeroBubbleVFollowsTorchsOrder) {
+  Plan p;
+  p.pp = 2;
+  p.vp = 2;
+  p.gbs = 4;
+  p.schedule = Schedule::kZeroBubbleV;
+  auto text = [](const std::vector<PipelinePass>& o) {
+    std::string out;
+    for (const PipelinePass& x : o) {
+      out += x.kind == PassKind::kForward ? 'F' : x.kind == PassKind::kBackward ? 'B' : 'W';
+      out += std::to_string(x.chunk) + "." + std::to_string(x.microbatch) + " ";
+    }
+    return out;
+  };
+  EXPECT_EQ(text(pipeline_order(p, 0)),
+            "F0.0 F0.1 F0.2 F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 F0.3 B0.0 W0.0 F1.2 B1.2 W1.2 B0.1 W0.1 F1.3 B1.3 W1.3 "
+            "B0.2 W0.2 B0.3 W0.3 ");
+  EXPECT_EQ(text(pipeline_order(p, 1)),
+            "F0.0 F1.0 F0.1 F1.1 B1.0 W1.0 F0.2 B0.0 W0.0 F1.2 B1.1 W1.1 F0.3 B0.1 W0.1 F1.3 B1.2 W1.2 B0.2 B1.3 "
+            "B0.3 W0.2 W1.3 W0.3 ");
+  for (const auto& [pp, m] : {std::pair<int64_t, int64_t>{4, 1}, {4, 3}, {4, 7}, {4, 9}, {8, 64}, {3, 5}}) {
+    Plan q = p;
+    q.pp = pp;
+    q.gbs = m;
+    for (int64_t s = 0; s < pp; ++s) {
+      const auto o = pipeline_order(q, s);
+      ASSERT_EQ(o.size(), static_cast<size_t>(6 * m)) << "pp " << pp << " m " << m << " stage " << s;
+      std::map<std::tuple<int, int, int>, size_t> at;  // (chunk, micro-batch, kind) -> position
+      for (size_t i = 0; i < o.size(); ++i) {
+        EXPECT_TRUE(at.emplace(std::tuple{o[i].chunk, o[i].microbatch, static_cast<int>(o[i].kind)}, i).second);
+      }
+      for (int c = 0; c < 2; ++c) {
+        for (int mb = 0; mb < m; ++mb) {
+          const size_t fw = at.at({c, mb, 0}), b = at.at({c, mb, 1}), w = at.at({c, mb, 2});
+          EXPECT_LT(fw, b);
+          EXPECT_LT(b, w);
+        }
+      }
+    }
+  }
 }
 
 // The micro-batch group (Plan::microbatch_group_size) against Megatron-Core's own example, the
