@@ -17,7 +17,8 @@ plans that differ in one setting. Each relation below holds for every plan, with
                  offloaded layer's in-flight micro-batches); a larger --optimizer-offload-fraction keeps
                  the tensors' peak at most that of a smaller one
   optimizer      --optimizer-dtype bf16 --master-weights none (4 instead of 12 bytes of states per
-                 parameter): the tensors' peak (peak less the allocator's reservation) is not higher
+                 parameter): the tensors' peak (the most any stage holds, less its allocator's
+                 reservation) is not higher
   fp8            --precision fp8 against bf16 (h100): the tensors' peak is not higher (Transformer Engine
                  keeps fp8 copies of its GEMM inputs, T (h + f) bytes per layer and micro-batch fewer; the
                  attention output kept twice is counted)
@@ -130,7 +131,9 @@ def le(x, y):
 
 
 def tensors(d):
-    return d['peak_memory_bytes'] - d['memory']['allocator']
+    """The most tensor bytes any stage holds (its peak less the caching allocator's reservation). Taken
+    per stage: the peak stage (the most with the reservation) need not hold the most tensors."""
+    return max(s['total_bytes'] - s['memory']['allocator'] for s in d['memory_by_stage'])
 
 
 def same_flops(a, b):
