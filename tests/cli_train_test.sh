@@ -91,6 +91,8 @@ assert v["time"]["bubble"] < h1["time"]["bubble"] < f["time"]["bubble"], (v["tim
 assert v["step_time_s"] < h1["step_time_s"] < f["step_time_s"]
 ' "$bin" --json "${zbv[@]}"; then pass=$((pass+1)); else echo "FAIL zb-v"; fail=$((fail+1)); fi
 expect zb-v-table 0 "vp2 \(zb-v\)" -- "${zbv[@]}" --schedule zb-v
+# 4 micro-batches (gbs 8 over dp 2) on pp 4: fewer than the 2p - 1 = 7 torch lays the V out for; a note says so.
+expect zb-v-few-microbatches 0 "note +zb-v with 4 micro-batches on pp 4: its order is laid out for 2 x pp - 1 = 7, the missing ones' slots idle" -- "${zbv[@]}" --schedule zb-v --gbs 8
 expect zb-v-vp 2 "vp_schedule: the zb-v schedule runs two model chunks per pipeline rank in a V: it needs vp=2 \(found vp=4\)" -- "${zbv[@]}" --schedule zb-v --vp 4
 one_line_error zb-v-vp-one-line "${zbv[@]}" --schedule zb-v --vp 4
 expect schedule-unknown 2 "--schedule: unknown pipeline schedule 'zb-x'; did you mean 'zb-v'\?" -- "${zbv[@]}" --schedule zb-x

@@ -587,6 +587,12 @@ void run_train(Context& ctx, const TrainArgs& a) {
                                    "Megatron-Core's --cpu-offloading refuses it",
                                    plan.pp > 1 ? "pipeline parallelism" : "recompute")});
   }
+  if (plan.v_shape() && plan.pp > 1 && plan.microbatches() < 2 * plan.pp - 1) {
+    // torch.distributed.pipelining lays ZB-V out for max(2p - 1, m) micro-batches (train/schedule.h).
+    s.add_row({"note", fmt::format("zb-v with {} micro-batches on pp {}: its order is laid out for 2 x pp - 1 = {}, "
+                                   "the missing ones' slots idle",
+                                   plan.microbatches(), plan.pp, 2 * plan.pp - 1)});
+  }
   s.add_row({"communication", fabric_description(a.fabric, topology) +
                                    (!plan.tp_comm_overlap || plan.tp < 2 ? std::string()
                                     : plan.tp_overlap_async            ? std::string(", TP overlap: PyTorch async TP (forward)")
