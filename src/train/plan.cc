@@ -351,6 +351,14 @@ bool balance_uneven_stages(Plan& p, int64_t layers) {
   return true;
 }
 
+bool shorten_end_chunks(Plan& p, int64_t layers) {
+  const int64_t chunks = p.pp * p.vp;
+  if (p.vp < 2 || layers % chunks == 0 || (layers + 2) % chunks != 0) return false;
+  p.first_stage_layers = (layers + 2) / chunks - 1;
+  p.last_stage_layers = p.first_stage_layers;
+  return true;
+}
+
 std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan& p, int64_t gpus,
                                            const hw::GpuSpec& gpu) {
   std::vector<ConstraintError> e;

@@ -367,6 +367,14 @@ int64_t max_stage_layers(const Plan& p, int64_t layers);
 // half: it also runs the embedding, the last the output layer and loss, as in Llama 3 405B's 7 + 14 x 8
 // + 7). Returns false (plan unchanged) when no such split exists (e.g. pp > layers).
 bool balance_uneven_stages(Plan& p, int64_t layers);
+// For vp >= 2 where K = pp * vp model chunks do not divide `layers` but divide layers + 2: sets the
+// first and the last chunk to one layer fewer than the others' (layers + 2) / K, which leaves the
+// embedding and the LM head and loss room on the end chunks. The layouts 405B runs were given this
+// way (126 layers): Llama 3 on pp 16 x vp 8 with embedding- and loss-only end chunks (Dubey et al.
+// 2024, sec. 3.3.2), NeMo's recipe on pp 8 x vp 8 (1 + 62 x 2 + 1), torchtitan's Interleaved 1F1B on
+// pp 8 x vp 2 (7 + 14 x 8 + 7); the ZB-V authors recommend k pp - 2 layers for the same reason
+// (sail-sg/zero-bubble-pipeline-parallelism, README). Returns false (plan unchanged) otherwise.
+bool shorten_end_chunks(Plan& p, int64_t layers);
 
 // One broken constraint: `key` is stable (see the model card), `message` names the values, e.g.
 // "tp=3 does not divide heads=32".

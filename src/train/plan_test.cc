@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -729,6 +731,37 @@ TEST(Plan, VirtualStagesFollowTheInterleavedOrderOrTheV) {
     EXPECT_EQ(head.count, 1);
     EXPECT_EQ(head.offset, v ? 1 : 4);  // after the rank's chunk 0: 1 layer (V's rank 0) or 4 (rank 3)
     EXPECT_EQ(stage_layers(p, 26, 0), v ? 2 : 5);  // V: layers 0 and 25; interleaved: 0 and 13-16
+  }
+}
+
+// shorten_end_chunks against the 405B layouts of its comment (126 layers): pp 16 x vp 8, 128 chunks,
+// share (126 + 2) / 128 = 1, end chunks of 0 layers (Llama 3); pp 8 x vp 8, 64 chunks, share 2, ends 1
+// (NeMo's 1 + 62 x 2 + 1); pp 8 x vp 2, 16 chunks, share 8, ends 7 (torchtitan's 7 + 14 x 8 + 7), as
+// pp 4 x vp 4. Each passes validate_plan's pp_layers and puts the 126 layers on the ranks. No change
+// where the chunks divide the layers (pp 2 x vp 3: 6 | 126), where they divide neither the layers nor
+// the layers + 2 (pp 5 x vp 2: 10) or at vp 1.
+TEST(Plan, ShortenedEndChunksGiveThe405bLayouts) {
+  const auto model = model::ModelSpec::llama({126, 16384, 128, 8, 53248, 128256, 8192});
+  for (const auto& [pp, vp, ends] : {std::tuple<int64_t, int64_t, int64_t>{16, 8, 0}, {8, 8, 1}, {8, 2, 7}, {4, 4, 7}}) {
+    Plan p;
+    p.pp = pp;
+    p.vp = vp;
+    p.gbs = pp;
+    p.schedule = Schedule::kInterleaved;
+    ASSERT_TRUE(shorten_end_chunks(p, model.layers)) << pp << " x " << vp;
+    EXPECT_EQ(p.first_stage_layers, ends);
+    EXPECT_EQ(p.last_stage_layers, ends);
+    EXPECT_TRUE(validate_plan(model, p, pp, test_gpu()).empty()) << pp << " x " << vp;
+    int64_t total = 0;
+    for (int64_t s = 0; s < pp; ++s) total += stage_layers(p, model.layers, s);
+    EXPECT_EQ(total, model.layers);
+  }
+  for (const auto& [pp, vp] : {std::pair<int64_t, int64_t>{2, 3}, {5, 2}, {16, 1}}) {
+    Plan p;
+    p.pp = pp;
+    p.vp = vp;
+    EXPECT_FALSE(shorten_end_chunks(p, model.layers)) << pp << " x " << vp;
+    EXPECT_EQ(p.first_stage_layers, -1);
   }
 }
 

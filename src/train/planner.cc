@@ -196,17 +196,24 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
           schedules.emplace_back(Schedule::kOneFOneB, 1);  // no pipeline: gradient accumulation
         } else {
           for (Schedule s : sp.schedules) {
+            // vp >= 2 splits the layers evenly over pp x vp chunks, or (uneven stages) with end chunks
+            // one layer short (shorten_end_chunks).
+            auto chunks_fit = [&](int64_t vp) {
+              Plan probe;
+              probe.pp = pp;
+              probe.vp = vp;
+              return model.layers % (pp * vp) == 0 || (sp.uneven_stages && shorten_end_chunks(probe, model.layers));
+            };
             if (s == Schedule::kZeroBubbleV) {
-              if (!uneven && (model.layers / pp) % 2 == 0) schedules.emplace_back(s, 2);  // the V's two chunks
+              if (chunks_fit(2)) schedules.emplace_back(s, 2);  // the V's two chunks
               continue;
             }
             if (s != Schedule::kInterleaved) {
               schedules.emplace_back(s, 1);
               continue;
             }
-            if (uneven) continue;  // uneven stages: vp = 1
-            for (int64_t vp : divisors(model.layers / pp, sp.max_vp)) {
-              if (vp >= 2) schedules.emplace_back(s, vp);
+            for (int64_t vp = 2; pp * vp <= model.layers + 2 && (sp.max_vp <= 0 || vp <= sp.max_vp); ++vp) {
+              if (chunks_fit(vp)) schedules.emplace_back(s, vp);
             }
           }
         }
@@ -279,7 +286,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                       p.sp = seqpar;
                       p.first_stage_layers = -1;
                       p.last_stage_layers = -1;
-                      if (uneven) balance_uneven_stages(p, model.layers);
+                      if (!shorten_end_chunks(p, model.layers) && uneven) balance_uneven_stages(p, model.layers);
                       if (sp.precisions.empty()) {
                         plans.push_back(p);
                       } else {

@@ -116,6 +116,42 @@ TEST(Planner, ExpertTensorParallelSizesJoinTheExpertGrid) {
   EXPECT_EQ(tp2, expected);
 }
 
+// Interleaving and ZB-V with end chunks one layer short (shorten_end_chunks) join the search under
+// uneven stages: for 126 layers (Llama 3.1 405B's count) on 128 GPUs the enumeration holds Llama 3's pp
+// 16 x vp 8 with empty end chunks, NeMo's pp 8 x vp 8 with ends of 1, torchtitan's pp 8 x vp 2 with ends
+// of 7, and the V on pp 8 (16 chunks: ends 7) and pp 2 (4 chunks, (126 + 2) / 4 = 32: ends 31); without
+// uneven stages none of them. pp 16 stays with it (16 does not divide 126) at vp 1 as 7 + 14 x 8 + 7.
+TEST(Planner, ShortenedEndChunksAreSearchedWithUnevenStages) {
+  Small s;
+  const model::ModelSpec model = model::ModelSpec::llama({126, 512, 8, 8, 2048, 1000, 128});
+  PlannerOptions o = s.narrow();
+  o.gpus = 128;
+  o.gbs = 128;
+  o.space.schedules = {Schedule::kOneFOneB, Schedule::kInterleaved, Schedule::kZeroBubbleV};
+  auto has = [&](const std::vector<Plan>& plans, int64_t pp, int64_t vp, Schedule schedule, int64_t ends) {
+    return std::any_of(plans.begin(), plans.end(), [&](const Plan& p) {
+      return p.pp == pp && p.vp == vp && p.schedule == schedule && p.first_stage_layers == ends && p.last_stage_layers == ends;
+    });
+  };
+  const std::vector<Plan> plans = enumerate_plans(model, s.cluster, o);
+  EXPECT_TRUE(has(plans, 16, 8, Schedule::kInterleaved, 0));
+  EXPECT_TRUE(has(plans, 8, 8, Schedule::kInterleaved, 1));
+  EXPECT_TRUE(has(plans, 8, 2, Schedule::kInterleaved, 7));
+  EXPECT_TRUE(has(plans, 8, 2, Schedule::kZeroBubbleV, 7));
+  EXPECT_TRUE(has(plans, 2, 2, Schedule::kZeroBubbleV, 31));
+  EXPECT_TRUE(has(plans, 16, 1, Schedule::kOneFOneB, 7));
+  for (const Plan& p : plans) {
+    if (p.vp > 1 && model.layers % (p.pp * p.vp) != 0) {
+      EXPECT_EQ(p.first_stage_layers, (model.layers + 2) / (p.pp * p.vp) - 1) << p.pp << " x " << p.vp;
+    }
+  }
+  o.space.uneven_stages = false;
+  const std::vector<Plan> even = enumerate_plans(model, s.cluster, o);
+  EXPECT_FALSE(has(even, 16, 8, Schedule::kInterleaved, 0));
+  EXPECT_FALSE(has(even, 8, 2, Schedule::kZeroBubbleV, 7));
+  for (const Plan& p : even) EXPECT_FALSE(p.uneven_stages()) << p.pp << " x " << p.vp;
+}
+
 // Selective recompute's module sets are a search dimension (SearchSpace::recompute_module_sets): every
 // selective candidate once per set, carrying it; candidates of other modes once, whatever the sets. On
 // the MoE shapes with one schedule, sharding, SP setting and mbs: the nine degree shapes with ep in
@@ -141,27 +177,29 @@ TEST(Planner, SelectiveRecomputeModuleSetsAreSearched) {
 }
 
 // The full default space (no CP) on the same shapes. Per shape: schedules S(pp): pp=1 -> 1 (1f1b: no
-// pipeline); pp=2 -> gpipe, 1f1b, zero-bubble + interleaved with vp in {v >= 2 dividing 4/2} = {2} +
-// zb-v (vp 2: 4/2 = 2 layers per stage, even): 5; pp=4 -> 3 (4/4 = 1 layer per stage, no vp >= 2, no V).
-// mbs M(dp): powers of two dividing 16/dp: dp=8 -> 2,
+// pipeline); pp=2 -> gpipe, 1f1b, zero-bubble + interleaved with vp in {v >= 2 dividing 4/2} = {2} and
+// vp 3 (6 chunks do not divide the 4 layers but divide 4 + 2: end chunks of 0 layers, shorten_end_chunks)
+// + zb-v (vp 2: 4/2 = 2 layers per stage, even): 6; pp=4 -> 3 (4/4 = 1 layer per stage, no vp >= 2: 8
+// chunks pass 4 + 2; no V). mbs M(dp): powers of two dividing 16/dp: dp=8 -> 2,
 // dp=4 -> 3, dp=2 -> 4, dp=1 -> 5. Shardings H(dp): dp=1 -> 1; else none, zero1, zero2, zero3 plus HSDP
 // groups g | dp, 1 < g < dp: dp=8 -> 4+2, dp=4 -> 4+1, dp=2 -> 4. Recompute 3. SP 2 when tp > 1.
-//   (1,1,8) 1*2*6*3 = 36     (1,2,4) 5*3*5*3 = 225    (1,4,2) 3*4*4*3 = 144
-//   (2,1,4) 1*3*5*3*2 = 90   (2,2,2) 5*4*4*3*2 = 480  (2,4,1) 3*5*1*3*2 = 90
-//   (4,1,2) 1*4*4*3*2 = 96   (4,2,1) 5*5*1*3*2 = 150  (8,1,1) 1*5*1*3*2 = 30      total 1341.
+//   (1,1,8) 1*2*6*3 = 36     (1,2,4) 6*3*5*3 = 270    (1,4,2) 3*4*4*3 = 144
+//   (2,1,4) 1*3*5*3*2 = 90   (2,2,2) 6*4*4*3*2 = 576  (2,4,1) 3*5*1*3*2 = 90
+//   (4,1,2) 1*4*4*3*2 = 96   (4,2,1) 6*5*1*3*2 = 180  (8,1,1) 1*5*1*3*2 = 30      total 1512.
 // Invalid: interleaved needs m = 16/(dp mbs) to be a multiple of pp = 2, which fails only at m = 1
-// (mbs = 16/dp): (1,2,4) 5*3 = 15, (2,2,2) 4*3*2 = 24, (4,2,1) 1*3*2 = 6, 45 plans, all for that reason.
+// (mbs = 16/dp), for each of vp 2 and 3: (1,2,4) 2*5*3 = 30, (2,2,2) 2*4*3*2 = 48, (4,2,1) 2*1*3*2 = 12,
+// 90 plans, all for that reason.
 TEST(Planner, CountsCandidatesAndInvalidReasonsAsDerived) {
   Small s;
   const PlannerResult r = plan_training(s.model, s.cluster, s.cm, s.options());
-  EXPECT_EQ(r.counts.enumerated, 1341);
-  EXPECT_EQ(r.counts.invalid, 45);
+  EXPECT_EQ(r.counts.enumerated, 1512);
+  EXPECT_EQ(r.counts.invalid, 90);
   ASSERT_FALSE(r.reasons.empty());
   EXPECT_EQ(r.reasons.front().key, "vp_microbatches");
-  EXPECT_EQ(r.reasons.front().count, 45);
+  EXPECT_EQ(r.reasons.front().count, 90);
   // A model of ~13 M parameters fits every valid plan in 80 GiB.
   EXPECT_EQ(r.counts.over_budget, 0);
-  EXPECT_EQ(r.counts.fits, 1341 - 45);
+  EXPECT_EQ(r.counts.fits, 1512 - 90);
   EXPECT_EQ(r.counts.simulated + r.counts.pruned, r.counts.fits);
   EXPECT_EQ(r.bound_violations, 0);
 }
@@ -863,10 +901,10 @@ TEST(Planner, ReportsWhyEveryPlanFailsWhenNoneFits) {
   EXPECT_TRUE(r.top.empty());
   EXPECT_TRUE(r.pareto.empty());
   EXPECT_EQ(r.counts.fits, 0);
-  EXPECT_EQ(r.counts.over_budget, 1341 - 45);
+  EXPECT_EQ(r.counts.over_budget, 1512 - 90);
   ASSERT_EQ(r.reasons.size(), 2u);
   EXPECT_EQ(r.reasons[0].key, "memory");
-  EXPECT_EQ(r.reasons[0].count, 1341 - 45);
+  EXPECT_EQ(r.reasons[0].count, 1512 - 90);
   EXPECT_NE(r.reasons[0].example.find("exceeds the budget"), std::string::npos);
   EXPECT_EQ(r.reasons[1].key, "vp_microbatches");
   // The lists hold the K best by their own order: the highest bounds, the smallest peaks.
