@@ -195,15 +195,15 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
         if (pp == 1) {
           schedules.emplace_back(Schedule::kOneFOneB, 1);  // no pipeline: gradient accumulation
         } else {
+          // vp >= 2 splits the layers evenly over pp x vp chunks, or (uneven stages) with end chunks one
+          // layer short (shorten_end_chunks).
+          auto chunks_fit = [&](int64_t vp) {
+            Plan probe;
+            probe.pp = pp;
+            probe.vp = vp;
+            return model.layers % (pp * vp) == 0 || (sp.uneven_stages && shorten_end_chunks(probe, model.layers));
+          };
           for (Schedule s : sp.schedules) {
-            // vp >= 2 splits the layers evenly over pp x vp chunks, or (uneven stages) with end chunks
-            // one layer short (shorten_end_chunks).
-            auto chunks_fit = [&](int64_t vp) {
-              Plan probe;
-              probe.pp = pp;
-              probe.vp = vp;
-              return model.layers % (pp * vp) == 0 || (sp.uneven_stages && shorten_end_chunks(probe, model.layers));
-            };
             if (s == Schedule::kZeroBubbleV) {
               if (chunks_fit(2)) schedules.emplace_back(s, 2);  // the V's two chunks
               continue;
