@@ -97,6 +97,27 @@ expect zb-v-vp 2 "vp_schedule: the zb-v schedule runs two model chunks per pipel
 one_line_error zb-v-vp-one-line "${zbv[@]}" --schedule zb-v --vp 4
 expect schedule-unknown 2 "--schedule: unknown pipeline schedule 'zb-x'; did you mean 'zb-v'\?" -- "${zbv[@]}" --schedule zb-x
 
+# DualPipeV (train/schedule.h): the V with paired forwards and whole backwards. On Mixtral with EP 8 the
+# pairs hide their all-to-alls behind each other's kernels: less EP time exposed and a shorter step
+# than the same order run pair by pair back to back (--overlap-f-b no), which leaves the EP time of
+# every pass exposed, as ZB-V does. Every rank holds 2p + 1 chunk passes (p + 1/2 micro-batches' worth).
+dpv=(train --model mixtral-8x7b --gpu h100-sxm --gpus 32 --pp 4 --dp 8 --ep 8 --gbs 64 --seq 2048)
+if python3 -c '
+import json, subprocess, sys
+b = sys.argv[1:]
+run = lambda *x: json.loads(subprocess.run(b + list(x), capture_output=True, text=True, check=True).stdout)
+d, apart, v = run("--schedule", "dualpipe-v"), run("--schedule", "dualpipev", "--overlap-f-b", "no"), run("--schedule", "zb-v")
+assert d["plan"]["schedule"] == "dualpipe-v" and d["plan"]["vp"] == 2 and d["plan"]["overlap_f_b"] is True, d["plan"]
+assert apart["plan"]["overlap_f_b"] is False
+assert [x["inflight_microbatches"] for x in d["memory_by_stage"]] == [4.5] * 4, d["memory_by_stage"]
+assert 0 < d["time"]["ep"] < apart["time"]["ep"], (d["time"], apart["time"])
+assert abs(apart["time"]["ep"] - v["time"]["ep"]) < 1e-9, (apart["time"], v["time"])
+assert d["step_time_s"] < apart["step_time_s"]
+' "$bin" --json "${dpv[@]}"; then pass=$((pass+1)); else echo "FAIL dualpipe-v"; fail=$((fail+1)); fi
+expect dualpipe-v-microbatches 2 "vp_microbatches: the dualpipe-v schedule needs at least 2\*pp=8 micro-batches \(found m=2\)" -- "${dpv[@]}" --schedule dualpipe-v --gbs 16
+one_line_error dualpipe-v-microbatches-one-line "${dpv[@]}" --schedule dualpipe-v --gbs 16
+expect overlap-f-b-value 2 "--overlap-f-b: expected yes or no, found 'maybe'" -- "${dpv[@]}" --schedule dualpipe-v --overlap-f-b maybe
+
 # Bad input: one line, exit 2, naming the constraint or flag.
 expect tp-heads 2 "tp=5 does not divide heads=24" -- "${gpt[@]}" --tp 5
 one_line_error tp-heads-one-line "${gpt[@]}" --tp 5

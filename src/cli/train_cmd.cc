@@ -51,7 +51,7 @@ struct TrainArgs {
   std::string fsdp_impl = "fsdp2";
   std::string cp_comm = "p2p";
   std::string hierarchical_cp;  // --hierarchical-cp-sizes AxB (empty: the a2a group fills an NVLink domain)
-  std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no";
+  std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no", overlap_f_b = "yes";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
   bool activation_offload = false, optimizer_offload = false;
@@ -170,6 +170,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.grad_density = a.grad_density;
   p.overlap_grad_reduce = parse_yes_no(a.overlap_grad, "--overlap-grad-reduce");
   p.overlap_param_gather = parse_yes_no(a.overlap_param, "--overlap-param-gather");
+  p.overlap_f_b = parse_yes_no(a.overlap_f_b, "--overlap-f-b");
   parse_tp_overlap(a.tp_overlap, p);
   // --offload-layers N offloads N layers per rank, so it turns offload on (-1: every activation).
   p.activation_offload = a.activation_offload || a.offload_layers_given;
@@ -457,6 +458,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"grad_density", plan.grad_density},
                  {"overlap_grad_reduce", plan.overlap_grad_reduce},
                  {"overlap_param_gather", plan.overlap_param_gather},
+                 {"overlap_f_b", plan.overlap_f_b},
                  {"tp_comm_overlap", plan.tp_comm_overlap},
                  {"tp_comm_overlap_mode", tp_overlap_label(plan)},
                  {"capacity_factor", plan.capacity_factor},
@@ -587,7 +589,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                                    "Megatron-Core's --cpu-offloading refuses it",
                                    plan.pp > 1 ? "pipeline parallelism" : "recompute")});
   }
-  if (plan.v_shape() && plan.pp > 1 && plan.microbatches() < 2 * plan.pp - 1) {
+  if (plan.schedule == tr::Schedule::kZeroBubbleV && plan.pp > 1 && plan.microbatches() < 2 * plan.pp - 1) {
     // torch.distributed.pipelining lays ZB-V out for max(2p - 1, m) micro-batches (train/schedule.h).
     s.add_row({"note", fmt::format("zb-v with {} micro-batches on pp {}: its order is laid out for 2 x pp - 1 = {}, "
                                    "the missing ones' slots idle",
@@ -710,7 +712,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "expert tensor parallelism: the routed experts split over this many of each TP group's ranks (Megatron-Core's "
                 "--expert-tensor-parallel-size; 0 = tp; below tp needs --sp yes)")
       ->capture_default_str();
-  c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved; zb-v: 2)")->capture_default_str();
+  c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved; zb-v and dualpipe-v: 2)")->capture_default_str();
   c->add_option("--microbatch-group-size", a->microbatch_group,
                 "interleaved schedule: micro-batches run back to back on one model chunk before the next "
                 "(Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage; default pp; in [pp, m])");
@@ -734,7 +736,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--unsharded-layers", a->unsharded_layers,
                  "ZeRO-3 without PP: layers kept gathered (with --pp > 1 FSDP keeps every layer gathered, as PyTorch's pipelining does)");
   c->add_option("--fsdp-prefetch", a->fsdp_prefetch, "ZeRO-3: layers all-gathered ahead")->capture_default_str();
-  c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (zb-h1) | zb-v (default 1f1b; interleaved with --vp > 1)");
+  c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (zb-h1) | zb-v | dualpipe-v (default 1f1b; interleaved with --vp > 1)");
   c->add_option("--flash-attention", a->flash, "fused attention: yes | no")->capture_default_str();
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16, TE's default)")
@@ -760,6 +762,9 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--grad-density", a->grad_density, "gradient density of sparse sync, (0, 1]")->capture_default_str();
   c->add_option("--overlap-grad-reduce", a->overlap_grad, "DP reduction overlapped with backward: yes | no")->capture_default_str();
   c->add_option("--overlap-param-gather", a->overlap_param, "ZeRO-1/2 parameter gather overlapped: yes | no")->capture_default_str();
+  c->add_option("--overlap-f-b", a->overlap_f_b,
+                "dualpipe-v: each paired forward and backward hide each other's EP all-to-alls: yes | no")
+      ->capture_default_str();
   c->add_option("--link-sharing", a->link_sharing,
                 "collectives of a rank on the same link (NIC or NVLink) share it while they run at once (FSDP gather "
                 "beside reduce-scatter, pipeline sends or expert all-to-alls beside DP): yes | no (each as if alone)")

@@ -75,8 +75,8 @@ class Trace {
       root_ = head_grad_ = -1;
       for (const PipelinePass& x : order_) {
         if (x.kind == PassKind::kForward) forward(x.chunk, x.microbatch);
-        if (x.kind == PassKind::kBackward) backward(x.chunk, x.microbatch);
-        if (x.kind == PassKind::kWeight) free_saved(x.chunk, x.microbatch);
+        if (x.kind == PassKind::kBackward) backward(x.chunk, x.microbatch, x.full);
+        if (x.kind == PassKind::kWeight) free_saved(x.chunk, x.microbatch);  // empty after a whole backward
       }
       free(root_);
       free(head_grad_);
@@ -149,7 +149,7 @@ class Trace {
     }
   }
 
-  void backward(int32_t chunk, int32_t mb) {
+  void backward(int32_t chunk, int32_t mb, bool whole) {
     if (p_.runs_head(s_, chunk)) {
       const int64_t saved = offload_all_ ? alloc(softmax_) : loss_[slot(chunk, mb)];  // copied back
       loss_[slot(chunk, mb)] = -1;
@@ -172,7 +172,7 @@ class Trace {
     }
     // The chunk's layers in reverse: each one's working set above everything, the layer's saved
     // tensors freed, then the working set.
-    const bool zb = p_.splits_backward();
+    const bool zb = p_.splits_backward() && !whole;  // a whole backward frees as it goes (PipelinePass::full)
     std::vector<int64_t>& held = saved_[slot(chunk, mb)];
     if (!zb && p_.runs_head(s_, chunk) && !offload_all_) {
       free(held.back());  // the head's input

@@ -5,6 +5,13 @@
 #include <string_view>
 
 namespace orrery::train {
+
+Time bulk_extra(Time g, Time c, double share) {
+  const double gs = g.to_seconds(), cs = c.to_seconds();
+  if (cs * (1.0 - share) >= gs) return Time::seconds(cs - gs);  // the kernels finish under the collective
+  return Time::seconds(cs * share);
+}
+
 namespace {
 
 enum class Shard { kColumn, kRow, kReplicated, kInner, kOuter };
@@ -42,13 +49,6 @@ double d(int64_t v) { return static_cast<double>(v); }
 constexpr double kUbCommSms = 16.0;
 constexpr int kUbPipelineSplits = 4;
 
-// A GEMM of `g` (alone) beside a collective of `c` started with it on `share` of the SMs: the GEMM runs
-// at 1 - share while the collective lasts. The time both take beyond the GEMM alone.
-Time bulk_extra(Time g, Time c, double share) {
-  const double gs = g.to_seconds(), cs = c.to_seconds();
-  if (cs * (1.0 - share) >= gs) return Time::seconds(cs - gs);  // the GEMM finishes under the collective
-  return Time::seconds(cs * share);
-}
 
 // TE's pipelined GEMM + reduce-scatter: `splits` GEMM chunks back to back; chunk i's reduce-scatter
 // starts when chunk i is done (and the previous one has finished) and slows the GEMM chunks it runs
@@ -510,6 +510,10 @@ ModelCosts model_costs(const model::ModelSpec& m, const Plan& p, const compute::
   // Megatron's scatter-gather optimization sends 1/tp of the boundary tensor even without SP.
   out.boundary_activation = Bytes::from_double(out.layer_input.to_double() / tp);
   out.layer.resize(static_cast<size_t>(m.layers));
+  {
+    const int64_t sms = cm.calibration().sm_count;
+    out.pair_comm_share = d(sms) > kDualPipeCommSms ? kDualPipeCommSms / d(sms) : 0.0;
+  }
 
   // Per-layer communication inside the layer.
   // Each half of a layer (attention, MLP) gathers and scatters the layer input with SP, or all-reduces

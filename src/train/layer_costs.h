@@ -127,7 +127,21 @@ struct ModelCosts {
   // all_gather the gathered K and V of the whole sequence, a2a the head-split Q, K and V; p2p none
   // counted (a ring step's chunk).
   Bytes cp_buffer;
+  // DualPipeV's overlapped pairs: the share of the SMs the EP all-to-alls take while they run beside
+  // the other pass's kernels (kDualPipeCommSms of the GPU's; 0 where its SM count is unknown).
+  double pair_comm_share = 0.0;
 };
+
+// SMs DeepSeek-V3's overlapped forward-backward pairs give their all-to-all and pipeline transfers:
+// "only 20 SMs are sufficient to fully utilize the bandwidths of IB and NVLink" (DeepSeek-V3 technical
+// report, arXiv 2412.19437, sec. 3.2.2, on H800s of 132 SMs).
+inline constexpr double kDualPipeCommSms = 20.0;
+
+// Kernels of `g` (alone) beside a collective of `c` started with them on `share` of the SMs: the kernels
+// run at 1 - share while the collective lasts. The time both take beyond the kernels alone:
+// max(c - g, c share) (c - g when the kernels finish under the collective). Transformer Engine's bulk
+// overlaps and DualPipeV's pairs.
+Time bulk_extra(Time g, Time c, double share);
 
 // REQUIRES: validate_plan(model, plan, ...) is empty.
 ModelCosts model_costs(const model::ModelSpec& model, const Plan& plan, const compute::ComputeModel& compute,

@@ -67,8 +67,9 @@ std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::v
 // micro-batch of each chunk), walking its order (train/schedule.h): a forward adds one, its W pass
 // frees it. From m = 2p on, the steady phase starts with a forward of chunk 0 (2p - s - 1 of them run
 // before it) and each of its iterations F0 B0 W0 F1 B1 W1 returns to the same mix, and the cool-down
-// only frees, so the walk over min(m, 2p) micro-batches finds the peak of any m. `most` gets the
-// largest count held, whatever the bytes.
+// only frees, so the walk over min(m, 2p) micro-batches finds the peak of any m. DualPipeV (m >= 2p)
+// likewise: its steady pairs (F0 & B1) (F1 & B0) return to the same mix, and its cool-down frees a
+// chunk-micro-batch before each forward it runs. `most` gets the largest count held, whatever the bytes.
 std::vector<double> v_peak_held(const Plan& p, int64_t s, const std::vector<int64_t>& resident, int64_t* most) {
   Plan q = p;
   q.gbs = std::min(p.microbatches(), 2 * p.pp) * p.dp * p.mbs;
@@ -110,7 +111,8 @@ double inflight_microbatches(const Plan& p, int64_t s) {
     case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));
     case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
     case Schedule::kInterleaved: return d(std::min(interleaved_warmup(p, s) + 1, m * p.vp)) / d(p.vp);
-    case Schedule::kZeroBubbleV: {  // chunk-micro-batches at the most, in whole-stage micro-batches
+    case Schedule::kZeroBubbleV:
+    case Schedule::kDualPipeV: {  // chunk-micro-batches at the most, in whole-stage micro-batches
       int64_t most = 0;
       v_peak_held(p, s, {1, 1}, &most);
       return d(most) / 2.0;

@@ -220,6 +220,16 @@ TEST(Memory, InflightMicrobatchesFollowTheSchedule) {
   }
   p.gbs = 2;
   EXPECT_DOUBLE_EQ(inflight_microbatches(p, 0), 1.5);
+  // DualPipeV (train/schedule.h, m >= 2p): rank s runs 2(p - s - 1) + 2(s + 1) = 2p forwards before
+  // its first backward; each B1 W1 F1 of its third step frees one and adds one; the first steady pair
+  // starts with a forward (2p + 1 held) and then frees one in its whole backward, and every later pair
+  // returns there: 2p + 1 chunk passes, p + 1/2 micro-batches' worth on every rank (DualPipe's README
+  // gives PP + 1 for the two-way DualPipe, whose stages are twice the V's chunks).
+  p.schedule = Schedule::kDualPipeV;
+  for (int64_t m : {8, 9, 64}) {
+    p.gbs = m;
+    for (int64_t s = 0; s < 4; ++s) EXPECT_DOUBLE_EQ(inflight_microbatches(p, s), 4.5) << "m " << m << " stage " << s;
+  }
 }
 
 TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
@@ -544,16 +554,21 @@ TEST(Memory, InterleavedPeakFollowsTheProgramOrder) {
 // ZB-V the same way, a chunk's activations held from its forward to its W pass, over the whole order:
 // the memory model walks only min(m, 2p) micro-batches (memory.cc, v_peak_held), which must not
 // matter. Rank 0 runs both ends of the V: the embedding's output in chunk 0, the head's input and the
-// loss's fp32 softmax in chunk 1, and the head's parameters; the last rank neither.
+// loss's fp32 softmax in chunk 1, and the head's parameters; the last rank neither. DualPipeV (same
+// placement, its own order; m >= 2p) likewise.
 TEST(Memory, ZeroBubbleVPeakFollowsTheProgramOrder) {
   const model::ModelSpec model = model::ModelSpec::llama({24, 1024, 8, 8, 4096, 32000, 2048});
   const hw::GpuSpec gpu = test_gpu();
-  for (const auto& [pp, m, first] : {std::tuple<int64_t, int64_t, int64_t>{4, 8, -1}, {4, 3, -1}, {4, 64, -1}, {3, 7, -1},
-                                     {2, 40, -1}, {4, 17, 0}, {6, 96, -1}}) {
+  for (const auto& [pp, m, first, schedule] :
+       {std::tuple<int64_t, int64_t, int64_t, Schedule>{4, 8, -1, Schedule::kZeroBubbleV}, {4, 3, -1, Schedule::kZeroBubbleV},
+        {4, 64, -1, Schedule::kZeroBubbleV}, {3, 7, -1, Schedule::kZeroBubbleV}, {2, 40, -1, Schedule::kZeroBubbleV},
+        {4, 17, 0, Schedule::kZeroBubbleV}, {6, 96, -1, Schedule::kZeroBubbleV}, {4, 8, -1, Schedule::kDualPipeV},
+        {4, 64, -1, Schedule::kDualPipeV}, {3, 7, -1, Schedule::kDualPipeV}, {2, 40, -1, Schedule::kDualPipeV},
+        {4, 17, 0, Schedule::kDualPipeV}, {6, 96, -1, Schedule::kDualPipeV}}) {
     Plan p;
     p.pp = pp;
     p.vp = 2;
-    p.schedule = Schedule::kZeroBubbleV;
+    p.schedule = schedule;
     p.gbs = m;
     p.seq = 2048;
     p.first_stage_layers = first;

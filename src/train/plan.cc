@@ -40,7 +40,9 @@ constexpr std::array kSchedules = {std::pair<std::string_view, Schedule>{"gpipe"
                                    std::pair<std::string_view, Schedule>{"zero-bubble", Schedule::kZeroBubble},
                                    std::pair<std::string_view, Schedule>{"zb-h1", Schedule::kZeroBubble},
                                    std::pair<std::string_view, Schedule>{"zb-v", Schedule::kZeroBubbleV},
-                                   std::pair<std::string_view, Schedule>{"zbv", Schedule::kZeroBubbleV}};
+                                   std::pair<std::string_view, Schedule>{"zbv", Schedule::kZeroBubbleV},
+                                   std::pair<std::string_view, Schedule>{"dualpipe-v", Schedule::kDualPipeV},
+                                   std::pair<std::string_view, Schedule>{"dualpipev", Schedule::kDualPipeV}};
 constexpr std::array kShardings = {std::pair<std::string_view, Sharding>{"none", Sharding::kNone},
                                    std::pair<std::string_view, Sharding>{"zero1", Sharding::kZero1},
                                    std::pair<std::string_view, Sharding>{"zero2", Sharding::kZero2},
@@ -428,17 +430,22 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
                                          "and leave a last group of 0 or at least pp (m mod n = {})",
                                          n, p.pp, m_mb, m_mb % n));
     }
+  } else if (p.schedule == Schedule::kDualPipeV && p.microbatches() < 2 * p.pp) {
+    // torch's ScheduleDualPipeV raises below one micro-batch per virtual stage (its order's steady phase
+    // runs m - 2 pp + s + 1 pairs on rank s).
+    add("vp_microbatches", fmt::format("the dualpipe-v schedule needs at least 2*pp={} micro-batches (found m={})",
+                                       2 * p.pp, p.microbatches()));
   }
   if (p.microbatch_group < 0 || (p.microbatch_group > 0 && (p.schedule != Schedule::kInterleaved || p.vp < 2))) {
     add("microbatch_group", fmt::format("a micro-batch group size ({}) applies to the interleaved schedule (vp > 1) and "
                                         "must be positive", p.microbatch_group));
   }
   if (p.v_shape() && p.vp != 2) {
-    add("vp_schedule", fmt::format("the zb-v schedule runs two model chunks per pipeline rank in a V: it needs vp=2 "
+    add("vp_schedule", fmt::format("the {} schedule runs two model chunks per pipeline rank in a V: it needs vp=2 "
                                    "(found vp={})",
-                                   p.vp));
+                                   schedule_name(p.schedule), p.vp));
   } else if (p.vp > 1 && p.schedule != Schedule::kInterleaved && !p.v_shape()) {
-    add("vp_schedule", fmt::format("vp={} needs --schedule interleaved or zb-v (schedule is {})", p.vp,
+    add("vp_schedule", fmt::format("vp={} needs --schedule interleaved, zb-v or dualpipe-v (schedule is {})", p.vp,
                                    schedule_name(p.schedule)));
   }
   if (p.cp > 1 && p.seq % (2 * p.cp) != 0) {

@@ -56,8 +56,9 @@ namespace orrery::train {
 // the figure this constant held before 2026-11-27.
 inline constexpr double kCpuAdamParamsPerSecond = 0.69e9;
 
-// kZeroBubble is ZB-H1; kZeroBubbleV is ZB-V (two model chunks per rank in a V: train/schedule.h).
-enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble, kZeroBubbleV };
+// kZeroBubble is ZB-H1; kZeroBubbleV is ZB-V (two model chunks per rank in a V: train/schedule.h);
+// kDualPipeV is DeepSeek's DualPipeV (the V, with paired forward and backward passes overlapped).
+enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble, kZeroBubbleV, kDualPipeV };
 // Data-parallel sharding (Rajbhandari et al. 2020, ZeRO): none = plain DDP; zero1 = optimizer states
 // (Megatron's distributed optimizer); zero2 = + gradients; zero3 = + parameters (FSDP full shard).
 enum class Sharding { kNone, kZero1, kZero2, kZero3 };
@@ -274,6 +275,11 @@ struct Plan {
   // matmul and matmul -> reduce-scatter decomposed over copy-engine transfers, the backward's collectives
   // exposed (train/layer_costs.h).
   bool tp_overlap_async = false;
+  // DualPipeV's paired passes (torch's OVERLAP_F_B): each pair's forward and backward run interleaved so
+  // that one's EP all-to-alls hide behind the other's work (DeepSeek's overlapped_forward_backward,
+  // torchtitan's overlap callback for MoE; TP and CP collectives stay as they are); false runs the pair
+  // back to back, as torch's runtime does without a registered callback (train/simulator.h).
+  bool overlap_f_b = true;
 
   int64_t gpus() const { return dp * tp * pp * cp; }
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
@@ -296,7 +302,7 @@ struct Plan {
   // order; vp = 1: the stage), except under ZB-V, whose V places chunk 0 of rank s at s and chunk 1 at
   // 2 pp - 1 - s (Qi et al. 2024, sec. 6; torch.distributed.pipelining's "v" stage-to-rank mapping), so
   // that rank pp - 1 turns the V locally and rank 0 runs both the embedding and the loss.
-  bool v_shape() const { return schedule == Schedule::kZeroBubbleV; }
+  bool v_shape() const { return schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV; }
   int64_t virtual_stage(int64_t s, int64_t c) const { return v_shape() && c == 1 ? 2 * pp - 1 - s : c * pp + s; }
   int64_t stage_of_virtual(int64_t k) const { return v_shape() && k >= pp ? 2 * pp - 1 - k : k % pp; }
   int64_t chunk_of_virtual(int64_t k) const { return k / pp; }
@@ -304,8 +310,11 @@ struct Plan {
   bool runs_embedding(int64_t s, int64_t c) const { return virtual_stage(s, c) == 0; }
   bool runs_head(int64_t s, int64_t c) const { return virtual_stage(s, c) == pp * vp - 1; }
   int64_t head_stage() const { return v_shape() ? 0 : pp - 1; }  // the rank with the LM head and loss
-  // Zero-bubble schedules split each backward into B (input gradient) and W (weight gradient) passes.
-  bool splits_backward() const { return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV; }
+  // Zero-bubble schedules split each backward into B (input gradient) and W (weight gradient) passes;
+  // DualPipeV splits some (its order runs the others whole: PipelinePass::full, train/schedule.h).
+  bool splits_backward() const {
+    return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV;
+  }
   // FSDP (ZeRO-3, HSDP) under pipeline parallelism, as PyTorch's pipelining runs it, the one framework
   // that combines the two (DeepSpeed's PipelineEngine refuses ZeRO-2/3; Megatron-Bridge states FSDP2
   // does not work with PP): every backward but a stage's last runs without gradient sync and without

@@ -78,6 +78,18 @@ TEST(Plan, EveryConstraintHasItsKey) {
       ASSERT_TRUE(has_key(e, "vp_schedule")) << bad;
       EXPECT_NE(e.front().message.find("needs vp=2"), std::string::npos) << e.front().message;
     }
+    // DualPipeV: the same V, and at least one micro-batch per virtual stage (torch's ScheduleDualPipeV
+    // raises below 2 pp): m = 4 on pp 2 valid, 3 not.
+    p.schedule = Schedule::kDualPipeV;
+    p.vp = 2;
+    EXPECT_TRUE(validate_plan(m, p, 2, gpu).empty());
+    p.gbs = 3;
+    const auto e = validate_plan(m, p, 2, gpu);
+    ASSERT_TRUE(has_key(e, "vp_microbatches"));
+    EXPECT_NE(e.front().message.find("at least 2*pp=4 micro-batches (found m=3)"), std::string::npos) << e.front().message;
+    p.gbs = 4;
+    p.vp = 1;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 2, gpu), "vp_schedule"));
   }
   {
     Plan p;

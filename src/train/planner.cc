@@ -204,7 +204,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
             return model.layers % (pp * vp) == 0 || (sp.uneven_stages && shorten_end_chunks(probe, model.layers));
           };
           for (Schedule s : sp.schedules) {
-            if (s == Schedule::kZeroBubbleV) {
+            if (s == Schedule::kZeroBubbleV || s == Schedule::kDualPipeV) {
               if (chunks_fit(2)) schedules.emplace_back(s, 2);  // the V's two chunks
               continue;
             }
@@ -324,6 +324,14 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   const int64_t v = p.vp;
   const int64_t m = p.microbatches();
   const bool zero_bubble = p.splits_backward();
+  // DualPipeV's pairs hide their EP all-to-alls but for at least `share` of them (bulk_extra); every
+  // pass counts that much, less 3 ps per layer for the simulator's rounding of each scaled part.
+  const bool pairs = p.schedule == Schedule::kDualPipeV && p.overlap_f_b;
+  const auto exposed = [&](Time t) {
+    if (!pairs) return t;
+    const auto ps = static_cast<int64_t>(std::floor(static_cast<double>(t.picoseconds()) * c.pair_comm_share)) - 3;
+    return Time::ps(std::max<int64_t>(0, ps));
+  };
   const Time hop = pp > 1 ? comm.p2p(c.boundary_activation) : Time::zero();
   // FSDP under PP (Plan::fsdp_keeps_gathered) collects once per step, as ZeRO-1 does: compute bounds it.
   const bool zero3 = p.fsdp_reshards() && group_size(p, Group::kDpShard) > 1;
@@ -351,8 +359,8 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
         const LayerCost& l = c.layer[static_cast<size_t>(range.first + i)];
         params += l.params;
         experts += l.expert_params;
-        f += slow(l.fwd) + l.tp_fwd + l.cp_fwd + l.ep_fwd;
-        b += slow(l.bwd_input + l.bwd_weight) + l.tp_bwd + l.cp_bwd + l.ep_bwd;
+        f += slow(l.fwd) + l.tp_fwd + l.cp_fwd + exposed(l.ep_fwd);
+        b += slow(l.bwd_input + l.bwd_weight) + l.tp_bwd + l.cp_bwd + exposed(l.ep_bwd);
         if (fsdp2) {
           int64_t dense = l.params - l.expert_params;
           if (p.runs_embedding(s, ch) && i == 0) dense += c.pre.params;
@@ -365,7 +373,7 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
         const bool full = p.recompute == Recompute::kFull &&
                           (p.recompute_layers < 0 || range.offset + i < p.recompute_layers);
         if (full) {
-          b += slow(l.recompute_full) + l.tp_fwd + l.cp_fwd + l.ep_fwd;
+          b += slow(l.recompute_full) + l.tp_fwd + l.cp_fwd + exposed(l.ep_fwd);
         } else {
           b += slow(l.partial_recompute(p.recompute));
         }

@@ -74,7 +74,7 @@ struct SearchSpace {
   int64_t max_vp = 0;   // interleaved: vp >= 2 dividing layers/pp up to this; 0 = no limit
   int64_t max_mbs = 0;  // mbs: powers of two dividing gbs/dp up to this; 0 = no limit
   std::vector<Schedule> schedules = {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kInterleaved,
-                                     Schedule::kZeroBubble, Schedule::kZeroBubbleV};
+                                     Schedule::kZeroBubble, Schedule::kZeroBubbleV, Schedule::kDualPipeV};
   std::vector<Sharding> shardings = {Sharding::kNone, Sharding::kZero1, Sharding::kZero2, Sharding::kZero3};
   bool hsdp = true;  // also zero3 within every HSDP shard group g, 1 < g < dp, g dividing dp
   std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};

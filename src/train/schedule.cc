@@ -105,6 +105,68 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       while (w0 < b0) put(PassKind::kWeight, w0++, 0);
       break;
     }
+    case Schedule::kDualPipeV: {
+      // torch.distributed.pipelining's ScheduleDualPipeV (_calculate_single_rank_operations), chunk 0 =
+      // virtual stage s, chunk 1 = 2p - 1 - s; m >= 2p (validate_plan).
+      out.reserve(static_cast<size_t>(6 * m));
+      int32_t f[2] = {0, 0}, b[2] = {0, 0};
+      std::vector<std::pair<int32_t, int32_t>> queued;  // split backwards' W passes: (chunk, micro-batch), FIFO
+      size_t next_w = 0;
+      auto fw = [&](int32_t c, bool paired = false) { out.push_back({PassKind::kForward, f[c]++, c, false, paired}); };
+      auto whole = [&](int32_t c, bool paired = false) {  // B and its W as one backward
+        out.push_back({PassKind::kBackward, b[c], c, true, paired});
+        out.push_back({PassKind::kWeight, b[c]++, c, true, paired});
+      };
+      auto input = [&](int32_t c) {  // B alone; its W waits in the queue
+        out.push_back({PassKind::kBackward, b[c], c});
+        queued.emplace_back(c, b[c]++);
+      };
+      auto weight = [&] {
+        if (next_w == queued.size()) return;
+        const auto [c, mb] = queued[next_w++];
+        out.push_back({PassKind::kWeight, mb, c});
+      };
+      auto pair = [&](int32_t cf, int32_t cb) {
+        fw(cf, true);
+        whole(cb, true);
+      };
+      for (int32_t i = 0; i < 2 * (p - s - 1); ++i) fw(0);
+      for (int32_t i = 0; i <= s; ++i) {
+        fw(0);
+        fw(1);
+      }
+      for (int32_t i = 0; i < p - s - 1; ++i) {
+        input(1);
+        weight();
+        fw(1);
+      }
+      for (int32_t i = 0; i < m - 2 * p + s + 1; ++i) {  // the steady pairs
+        if (i == 0 && s == p - 1) {  // the V's turn: not overlapped, to shorten the bubble
+          fw(0);
+          whole(1);
+        } else {
+          pair(0, 1);
+        }
+        pair(1, 0);
+      }
+      for (int32_t i = 0; i < p - s - 1; ++i) {
+        whole(1);
+        pair(1, 0);
+      }
+      bool defer = false;  // from the middle of the B1 B0 phase on, the backwards defer their W
+      for (int32_t i = 0; i <= s; ++i) {
+        if (i == (s + 1) / 2 && s % 2 == 1) defer = true;
+        defer ? input(1) : whole(1);
+        if (i == (s + 1) / 2 && s % 2 == 0) defer = true;
+        defer ? input(0) : whole(0);
+      }
+      for (int32_t i = 0; i < p - s - 1; ++i) {
+        weight();
+        defer ? input(0) : whole(0);
+      }
+      while (next_w < queued.size()) weight();
+      break;
+    }
   }
   return out;
 }

@@ -23,6 +23,15 @@
 //     0. It lays this out for max(2p - 1, m) micro-batches and drops the passes of those past m. Each
 //     rank holds at most 2p chunk-micro-batches of activations (p micro-batches of a whole stage, as
 //     1F1B's stage 0) and sends twice 1F1B's activations between stages.
+//   DualPipeV (DeepSeek-AI 2024, DeepSeek-V3 report sec. 3.2.1, and deepseek-ai/DualPipe's "cut-in-half"
+//     variant; torch.distributed.pipelining's ScheduleDualPipeV): ZB-V's V placement, m >= 2p, and for
+//     rank s: 2(p - s - 1) forwards of chunk 0; s + 1 times F0 F1; p - s - 1 times B1 W1 F1; then
+//     m - 2p + s + 1 times the pairs (F0 & B1) (F1 & B0), the last rank running its first F0 and B1
+//     apart; p - s - 1 times B1 (F1 & B0); s + 1 times B1 B0, the backwards from the middle one on
+//     (rank s odd: B1 of i = (s + 1)/2, even: B0 of it) split with their W deferred; p - s - 1 times W B0
+//     (B0 split); the W passes left. A pair (X & Y) is a forward and a whole backward (input and weight
+//     gradients) run together (PipelinePass::paired); W passes run from a FIFO queue of the split
+//     backwards. Activations held per rank: the walk of this order (train/memory.h).
 //   Ideal bubble with zero communication and equal stages (forward tf, backward tb = B + W):
 //     GPipe and 1F1B (p - 1)(tf + tb), a fraction (p - 1)/m of the ideal m(tf + tb);
 //     interleaved (p - 1)(tf + tb)/v, a fraction (p - 1)/(v m); ZB-H1 (p - 1)(tf + B - W); ZB-V
@@ -43,6 +52,12 @@ struct PipelinePass {
   PassKind kind = PassKind::kForward;
   int32_t microbatch = 0;
   int32_t chunk = 0;
+  // DualPipeV, which splits only some backwards: a whole backward (torch's FULL_BACKWARD) is its B pass
+  // and its W pass right after it, both marked full; the input gradient leaves after the W, as after a
+  // whole backward, and the layers' saved tensors are freed as the backward goes.
+  bool full = false;
+  // DualPipeV's pairs: a forward and the whole backward after it (B and its W) overlapped.
+  bool paired = false;
 };
 
 // Program order of stage `stage` (0-based), W passes included for ZB-H1 and ZB-V. REQUIRES: a valid plan.

@@ -416,9 +416,27 @@ class Builder {
       last_grad_layers[static_cast<size_t>(c)].assign(slots, -1);
       first_forward_layers[static_cast<size_t>(c)].assign(slots, -1);
     }
-    for (const PipelinePass& pass : order) {
+    // DualPipeV's pairs (F & B, W): the pair's EP all-to-alls beside the rest of its work cost
+    // bulk_extra(rest, all-to-alls, share) instead of their own time (train/simulator.h).
+    double comm_scale = 1.0;
+    for (size_t pos = 0; pos < order.size(); ++pos) {
+      const PipelinePass& pass = order[pos];
       const int32_t c = pass.chunk;
       const int32_t mb = pass.microbatch;
+      if (!pass.paired) {
+        comm_scale = 1.0;
+      } else if (pass.kind == PassKind::kForward && p_.overlap_f_b) {
+        Parts sum;
+        for (size_t k = pos; k < std::min(pos + 3, order.size()) && order[k].paired; ++k) {
+          const PipelinePass& y = order[k];
+          const Parts q = pass_parts(s, y.chunk, y.kind, 0, n_layers(s, y.chunk));
+          sum.compute += q.compute + q.recompute + q.tp + q.cp;
+          sum.ep += q.ep;
+        }
+        comm_scale = sum.ep > Time::zero()
+                         ? bulk_extra(sum.compute, sum.ep, costs(s).pair_comm_share).to_seconds() / sum.ep.to_seconds()
+                         : 1.0;
+      }
       const bool last_mb = mb == m_mb_ - 1;
       const bool first_forward =
           gather_overlap && pass.kind == PassKind::kForward && chunk_first_forward[static_cast<size_t>(c)] < 0;
@@ -447,6 +465,7 @@ class Builder {
         const int64_t lo = pass.kind == PassKind::kForward ? k * width : (pieces - 1 - k) * width;
         const int64_t hi = lo + width;
         Parts parts = pass_parts(s, c, pass.kind, lo, hi);
+        if (comm_scale != 1.0) parts.ep = Time::seconds(parts.ep.to_seconds() * comm_scale);
         const bool gathers = zero3 && pass.kind != PassKind::kWeight && range(s, c).offset + lo >= p_.unsharded_layers;
         if (zero3 && fsdp2()) parts.dp += fsdp2_copies(piece_split(s, c, lo, hi), gathers, pass.kind == grad_kind);
         const bool filler = false;  // the schedule places every W pass (train/schedule.h)
@@ -543,6 +562,11 @@ class Builder {
       } else {
         b_first_[i] = first;
         b_last_[i] = prev;
+        dep(first, f_last_[i]);
+      }
+      // The input gradient goes to the previous virtual stage after the backward (after its W when the
+      // backward is whole: PipelinePass::full).
+      if ((pass.kind == PassKind::kBackward && !pass.full) || (pass.kind == PassKind::kWeight && pass.full)) {
         const int32_t prev_rank = p_.runs_embedding(s, c) ? s : virtual_rank(s, c, -1);
         if (prev_rank != s) {
           const TaskId send = add_task(s, st.pp_bwd, send_time(s, prev_rank), TimeCategory::kPp, Parts{}, false,
@@ -551,7 +575,6 @@ class Builder {
           dep(send, prev);
           send_b_[i] = send;
         }
-        dep(first, f_last_[i]);
       }
     }
     // Data-parallel gradient reduction (ZeRO-0/1; ZeRO-2's ran above, after every backward) in buckets,

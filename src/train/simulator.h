@@ -14,6 +14,14 @@
 //     TP/CP/EP collectives in sequence (train/layer_costs.h); a backward adds the recomputation; the
 //     first stage adds the embedding, the last the LM head and loss. Pipeline sends (b s h / tp bytes,
 //     Megatron's scatter-gather) go on per-direction streams; the receiver's pass waits for them.
+//     A whole backward under a splitting schedule (PipelinePass::full, DualPipeV) runs its B and W
+//     passes back to back and sends the input gradient after both.
+//   DualPipeV's pairs (PipelinePass::paired, Plan::overlap_f_b): a forward and the whole backward after
+//     it, interleaved by the implementation so that each one's EP all-to-alls run beside the other's
+//     work. The pair's all-to-alls C cost bulk_extra(K, C, k/N) (train/layer_costs.h: max(C - K, C k/N))
+//     instead of C, K the rest of the pair (kernels, recompute, TP/CP collectives), k = kDualPipeCommSms
+//     of the GPU's N SMs; each of the pair's pieces scales its EP time by that ratio, so the pair ends
+//     when both passes would have, their inputs as they arrive.
 //   Data parallelism: ZeRO-0/1/2 reduce gradients in buckets of Plan::bucket_bytes during the last
 //     micro-batch's backward (all-reduce; reduce-scatter when sharded), overlapped when
 //     overlap_grad_reduce; ZeRO-1/2 all-gather the updated bf16 parameters at the start of the next step

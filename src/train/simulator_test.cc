@@ -1,5 +1,6 @@
 #include "train/simulator.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -197,6 +198,90 @@ TEST(Simulator, ZeroBubbleVBubbleIsTheFirstArmsFill) {
     ASSERT_TRUE(validate_plan(model, plan, p, f.gpu).empty());
     const StepResult r = simulate_step(model, plan, c, f.cm, comm);
     EXPECT_EQ(r.step_time, t * (6 * m + p - 1) + f.opt()) << "p " << p << " m " << m;
+  }
+}
+
+// DualPipeV with each chunk's F = B = W = t and no communication, p = 2, m = 4 (orders as in
+// Schedule.DualPipeVFollowsTorchsOrder; virtual stages 0 and 3 on rank 0, 1 and 2 on rank 1; a whole
+// backward B* takes 2t and its input gradient leaves at its end), by hand in units of t:
+//   rank 0: F0.0 0-1, F0.1 1-2, F0.2 2-3, F3.0 3-4, B3.0 4-5, W3.0 5-6, F3.1 6-7, F0.3 7-8, B3.1* 8-10,
+//           F3.2 10-11, B0.0* 11-13, B3.2* 13-15, F3.3 15-16, B0.1* 17-19, B3.3* 19-21, B0.2 21-22,
+//           W0.2 22-23, B0.3 23-24, W0.3 24-25
+//   rank 1: F1.0 1-2, F2.0 2-3, F1.1 3-4, F2.1 4-5, F1.2 5-6, B2.0* 6-8, F2.2 8-9, B1.0* 9-11,
+//           F1.3 11-12, B2.1* 12-14, F2.3 14-15, B1.1* 15-17, B2.2* 17-19, B1.2* 19-21, B2.3 21-22,
+//           B1.3 22-23, W2.3 23-24, W1.3 24-25
+// (F<virtual stage>.<micro-batch>): 25t, each rank busy 24t. With no collectives the pairs change
+// nothing, overlapped or not. Rank 0's B0.1* waits for B1.1*'s end at 17, not its B part's at 16.
+TEST(Simulator, DualPipeVStepFollowsItsOrder) {
+  Fixture f;
+  const FixedComm comm(Time::zero(), Time::zero());
+  const ModelCosts c = synthetic(4, ms(1), ms(1), ms(1));  // one layer per chunk: t = 1 ms
+  Plan plan;
+  plan.pp = 2;
+  plan.vp = 2;
+  plan.gbs = 4;
+  plan.schedule = Schedule::kDualPipeV;
+  const model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
+  ASSERT_TRUE(validate_plan(model, plan, 2, f.gpu).empty());
+  // Backward starts by (rank, chunk, micro-batch), from the hand timeline above.
+  const std::map<std::tuple<int, int, int>, int> b_start = {
+      {{0, 1, 0}, 4},  {{0, 1, 1}, 8},  {{0, 0, 0}, 11}, {{0, 1, 2}, 13}, {{0, 0, 1}, 17}, {{0, 1, 3}, 19},
+      {{0, 0, 2}, 21}, {{0, 0, 3}, 23}, {{1, 1, 0}, 6},  {{1, 0, 0}, 9},  {{1, 1, 1}, 12}, {{1, 0, 1}, 15},
+      {{1, 1, 2}, 17}, {{1, 0, 2}, 19}, {{1, 1, 3}, 21}, {{1, 0, 3}, 22}};
+  StepOptions opts;
+  opts.record_passes = true;
+  for (bool overlap : {true, false}) {
+    plan.overlap_f_b = overlap;
+    const StepResult r = simulate_step(model, plan, c, f.cm, comm, opts);
+    EXPECT_EQ(r.step_time, ms(25) + f.opt()) << overlap;
+    size_t seen = 0;
+    for (const PassTiming& x : r.passes) {
+      if (x.kind != PassKind::kBackward) continue;
+      EXPECT_EQ(x.start, ms(b_start.at({x.stage, x.chunk, x.microbatch})))
+          << "rank " << x.stage << " chunk " << x.chunk << " mb " << x.microbatch;
+      ++seen;
+    }
+    EXPECT_EQ(seen, b_start.size());
+  }
+}
+
+// DualPipeV's pairs on one rank (p = 1, so the step is the compute stream's sum): rank 0's order has
+// the first F0 and B1 apart, then (F1 & B0), then m - 2 times (F0 & B1) (F1 & B0): 2m - 3 pairs. A
+// chunk of n layers has kernels n tf forward, n (tb + tw) backward, exposed TP collectives n g each
+// way and EP all-to-alls n ef and n eb. Back to back a pass costs all of them; a pair overlapped costs
+// the rest of its work K = n (tf + tb + tw + 2g), the TP collectives included as they are, plus
+// bulk_extra(K, C, share) = max(C - K, C share) for its all-to-alls C = n (ef + eb) (the kernels slowed
+// to 1 - share while the all-to-alls run beside them), so each pair saves C - max(C - K, C share). With
+// n = 2, tf = tb = tw = 1 ms, share 1/4: ef = eb = 1 ms, g = 0 (C = 4 < K = 6) saves 4 - 1 = 3 ms a
+// pair; ef = eb = 4 ms (C = 16 > K) saves 16 - 10 = 6 ms = K; with g = 1 ms, K = 10 and it saves
+// 16 - 6 = 10 ms.
+TEST(Simulator, DualPipeVPairsHideTheirAllToAllsBehindEachOthersWork) {
+  Fixture f;
+  const FixedComm comm(Time::zero(), Time::zero());
+  const model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
+  for (const auto& [e, g, saved] : {std::tuple<double, double, double>{1.0, 0.0, 3.0}, {4.0, 0.0, 6.0}, {4.0, 1.0, 10.0}}) {
+    ModelCosts c = synthetic(4, ms(1), ms(1), ms(1));
+    for (LayerCost& l : c.layer) {
+      l.ep_fwd = l.ep_bwd = ms(e);
+      l.tp_fwd = l.tp_bwd = ms(g);
+    }
+    c.pair_comm_share = 0.25;
+    for (int64_t m : {2, 4, 7}) {
+      Plan plan;
+      plan.pp = 1;
+      plan.vp = 2;
+      plan.gbs = m;
+      plan.schedule = Schedule::kDualPipeV;
+      ASSERT_TRUE(validate_plan(model, plan, 1, f.gpu).empty());
+      plan.overlap_f_b = false;
+      const StepResult apart = simulate_step(model, plan, c, f.cm, comm);
+      // Back to back: 2 chunks x m micro-batches x 2 layers x (3 ms of kernels + 2e + 2g of collectives).
+      EXPECT_EQ(apart.step_time, ms(4.0 * static_cast<double>(m) * (3.0 + 2.0 * e + 2.0 * g)) + f.opt());
+      plan.overlap_f_b = true;
+      const StepResult paired = simulate_step(model, plan, c, f.cm, comm);
+      EXPECT_NEAR((apart.step_time - paired.step_time).to_seconds(), 1e-3 * saved * static_cast<double>(2 * m - 3), 1e-11)
+          << "e " << e << " g " << g << " m " << m;
+    }
   }
 }
 
@@ -775,6 +860,22 @@ TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
   EXPECT_EQ(q[4].microbatch, 0);
 }
 
+// A V-shaped order (two chunks per rank) of m micro-batches: every pass once, F before B before W.
+void expect_v_passes_once_in_order(const std::vector<PipelinePass>& o, int64_t m, const std::string& where) {
+  ASSERT_EQ(o.size(), static_cast<size_t>(6 * m)) << where;
+  std::map<std::tuple<int, int, int>, size_t> at;  // (chunk, micro-batch, kind) -> position
+  for (size_t i = 0; i < o.size(); ++i) {
+    EXPECT_TRUE(at.emplace(std::tuple{o[i].chunk, o[i].microbatch, static_cast<int>(o[i].kind)}, i).second) << where;
+  }
+  for (int c = 0; c < 2; ++c) {
+    for (int mb = 0; mb < m; ++mb) {
+      const size_t fw = at.at({c, mb, 0}), b = at.at({c, mb, 1}), w = at.at({c, mb, 2});
+      EXPECT_LT(fw, b) << where;
+      EXPECT_LT(b, w) << where;
+    }
+  }
+}
+
 // ZB-V's order against torch.distributed.pipelining's ScheduleZBVZeroBubble
 // (_calculate_single_rank_operations), worked by hand for p = 2, m = 4 (n = max(2p - 1, m) = 4):
 //   rank 0: warm-up 2(2 - 0) - 1 = 3 x F0; 0 x (F1 F0); 2 x (F1 B1 W1); steady while f1 < f0 or f0 < 4:
@@ -810,17 +911,62 @@ TEST(Schedule, ZeroBubbleVFollowsTorchsOrder) {
     q.pp = pp;
     q.gbs = m;
     for (int64_t s = 0; s < pp; ++s) {
+      expect_v_passes_once_in_order(pipeline_order(q, s), m, fmt::format("pp {} m {} stage {}", pp, m, s));
+    }
+  }
+}
+
+// DualPipeV's order against torch.distributed.pipelining's ScheduleDualPipeV
+// (_calculate_single_rank_operations), worked by hand for p = 2, m = 4. `*` marks a whole backward (B
+// and its W, PipelinePass::full), `&` a pass of an overlapped pair (PipelinePass::paired).
+//   rank 0: step 1, 2(p - 0 - 1) = 2 x F0: F0.0 F0.1; step 2, 1 x (F0 F1): F0.2 F1.0; step 3, 1 x (B1 W1
+//     F1), B1 split and its W popped at once: B1.0 W1.0 F1.1; step 4, m - 2p + 0 + 1 = 1 x (F0 & B1)
+//     (F1 & B0): F0.3 & B1.1*, F1.2 & B0.0*; step 5, 1 x (B1, F1 & B0): B1.2*, F1.3 & B0.1*; step 6, 1 x
+//     (B1 B0), i = 0 = (0 + 1)/2 and rank 0 even: B1.3* then the split starts: B0.2 (W queued); step 7,
+//     1 x (W, B0): W0.2 B0.3; step 8, 1 x W: W0.3.
+//   rank 1 (the V's turn): step 2, 2 x (F0 F1): F0.0 F1.0 F0.1 F1.1; step 4, 4 - 4 + 2 = 2 iterations,
+//     the first F0 and B1 not overlapped: F0.2 B1.0*, F1.2 & B0.0*, F0.3 & B1.1*, F1.3 & B0.1*; step 6,
+//     2 x (B1 B0), split from i = 1 = (1 + 1)/2 on (rank 1 odd: from its B1): B1.2* B0.2* B1.3 B0.3;
+//     step 8, 2 x W: W1.3 W0.3.
+// Every order holds each pass once, F before B before W, the W right after its B when whole; a pair is
+// a forward and the whole backward after it.
+TEST(Schedule, DualPipeVFollowsTorchsOrder) {
+  Plan p;
+  p.pp = 2;
+  p.vp = 2;
+  p.gbs = 4;
+  p.schedule = Schedule::kDualPipeV;
+  auto text = [](const std::vector<PipelinePass>& o) {
+    std::string out;
+    for (const PipelinePass& x : o) {
+      if (x.kind == PassKind::kWeight && x.full) continue;  // shown as the B's `*`
+      if (x.paired) out += '&';
+      out += x.kind == PassKind::kForward ? 'F' : x.kind == PassKind::kBackward ? 'B' : 'W';
+      out += std::to_string(x.chunk) + "." + std::to_string(x.microbatch) + (x.full ? "* " : " ");
+    }
+    return out;
+  };
+  EXPECT_EQ(text(pipeline_order(p, 0)),
+            "F0.0 F0.1 F0.2 F1.0 B1.0 W1.0 F1.1 &F0.3 &B1.1* &F1.2 &B0.0* B1.2* &F1.3 &B0.1* B1.3* B0.2 W0.2 B0.3 W0.3 ");
+  EXPECT_EQ(text(pipeline_order(p, 1)),
+            "F0.0 F1.0 F0.1 F1.1 F0.2 B1.0* &F1.2 &B0.0* &F0.3 &B1.1* &F1.3 &B0.1* B1.2* B0.2* B1.3 B0.3 W1.3 W0.3 ");
+  for (const auto& [pp, m] : {std::pair<int64_t, int64_t>{2, 4}, {4, 8}, {4, 13}, {3, 6}, {8, 64}, {5, 10}}) {
+    Plan q = p;
+    q.pp = pp;
+    q.gbs = m;
+    for (int64_t s = 0; s < pp; ++s) {
       const auto o = pipeline_order(q, s);
-      ASSERT_EQ(o.size(), static_cast<size_t>(6 * m)) << "pp " << pp << " m " << m << " stage " << s;
-      std::map<std::tuple<int, int, int>, size_t> at;  // (chunk, micro-batch, kind) -> position
+      expect_v_passes_once_in_order(o, m, fmt::format("pp {} m {} stage {}", pp, m, s));
       for (size_t i = 0; i < o.size(); ++i) {
-        EXPECT_TRUE(at.emplace(std::tuple{o[i].chunk, o[i].microbatch, static_cast<int>(o[i].kind)}, i).second);
-      }
-      for (int c = 0; c < 2; ++c) {
-        for (int mb = 0; mb < m; ++mb) {
-          const size_t fw = at.at({c, mb, 0}), b = at.at({c, mb, 1}), w = at.at({c, mb, 2});
-          EXPECT_LT(fw, b);
-          EXPECT_LT(b, w);
+        if (o[i].kind == PassKind::kBackward && o[i].full) {
+          ASSERT_LT(i + 1, o.size());
+          EXPECT_TRUE(o[i + 1].kind == PassKind::kWeight && o[i + 1].full && o[i + 1].microbatch == o[i].microbatch &&
+                      o[i + 1].chunk == o[i].chunk);
+        }
+        if (o[i].paired && o[i].kind == PassKind::kForward) {
+          ASSERT_LT(i + 2, o.size());
+          EXPECT_TRUE(o[i + 1].paired && o[i + 1].full && o[i + 1].kind == PassKind::kBackward);
+          EXPECT_NE(o[i + 1].chunk, o[i].chunk);
         }
       }
     }
