@@ -100,7 +100,9 @@ expect schedule-unknown 2 "--schedule: unknown pipeline schedule 'zb-x'; did you
 # DualPipeV (train/schedule.h): the V with paired forwards and whole backwards. On Mixtral with EP 8 the
 # pairs hide their all-to-alls behind each other's kernels: less EP time exposed and a shorter step
 # than the same order run pair by pair back to back (--overlap-f-b no), which leaves the EP time of
-# every pass exposed, as ZB-V does. Every rank holds 2p + 1 chunk passes (p + 1/2 micro-batches' worth).
+# every pass exposed, as ZB-V does. Back to back every rank holds 2p + 1 chunk passes (p + 1/2
+# micro-batches' worth); overlapped, a pair swaps one chunk's activations for the other's as it goes:
+# 2p, but on the last rank, whose first forward and backward of the steady phase run apart.
 dpv=(train --model mixtral-8x7b --gpu h100-sxm --gpus 32 --pp 4 --dp 8 --ep 8 --gbs 64 --seq 2048)
 if python3 -c '
 import json, subprocess, sys
@@ -109,7 +111,8 @@ run = lambda *x: json.loads(subprocess.run(b + list(x), capture_output=True, tex
 d, apart, v = run("--schedule", "dualpipe-v"), run("--schedule", "dualpipev", "--overlap-f-b", "no"), run("--schedule", "zb-v")
 assert d["plan"]["schedule"] == "dualpipe-v" and d["plan"]["vp"] == 2 and d["plan"]["overlap_f_b"] is True, d["plan"]
 assert apart["plan"]["overlap_f_b"] is False
-assert [x["inflight_microbatches"] for x in d["memory_by_stage"]] == [4.5] * 4, d["memory_by_stage"]
+assert [x["inflight_microbatches"] for x in d["memory_by_stage"]] == [4.0, 4.0, 4.0, 4.5], d["memory_by_stage"]
+assert [x["inflight_microbatches"] for x in apart["memory_by_stage"]] == [4.5] * 4, apart["memory_by_stage"]
 assert 0 < d["time"]["ep"] < apart["time"]["ep"], (d["time"], apart["time"])
 assert abs(apart["time"]["ep"] - v["time"]["ep"]) < 1e-9, (apart["time"], v["time"])
 assert d["step_time_s"] < apart["step_time_s"]
@@ -117,6 +120,18 @@ assert d["step_time_s"] < apart["step_time_s"]
 expect dualpipe-v-microbatches 2 "vp_microbatches: the dualpipe-v schedule needs at least 2\*pp=8 micro-batches \(found m=2\)" -- "${dpv[@]}" --schedule dualpipe-v --gbs 16
 one_line_error dualpipe-v-microbatches-one-line "${dpv[@]}" --schedule dualpipe-v --gbs 16
 expect overlap-f-b-value 2 "--overlap-f-b: expected yes or no, found 'maybe'" -- "${dpv[@]}" --schedule dualpipe-v --overlap-f-b maybe
+# Megatron-Core's combined 1F1B needs EP and one stage or the interleaved schedule (key ep_overlap).
+expect ep-overlap-1f1b-pp 2 "ep_overlap: overlapping the expert all-to-alls with the other micro-batch \(Megatron-Core's combined 1F1B\) needs ep > 1 and pp=1 \(1f1b\) or the interleaved schedule with vp > 1 \(ep=8, pp=4, schedule 1f1b, vp=1\)" -- "${dpv[@]}" --overlap-moe-expert-parallel-comm yes
+one_line_error ep-overlap-one-line "${dpv[@]}" --overlap-moe-expert-parallel-comm yes
+if python3 -c '
+import json, subprocess, sys
+b = sys.argv[1:]
+run = lambda *x: json.loads(subprocess.run(b + list(x), capture_output=True, text=True, check=True).stdout)
+on, off = run("--overlap-moe-expert-parallel-comm", "yes"), run("--overlap-moe-expert-parallel-comm", "no")
+assert on["plan"]["overlap_moe_expert_parallel_comm"] is True and off["plan"]["overlap_moe_expert_parallel_comm"] is False
+assert on["time"]["ep"] < off["time"]["ep"] and on["step_time_s"] < off["step_time_s"], (on["time"], off["time"])
+assert on["memory_by_stage"][0]["inflight_microbatches"] == off["memory_by_stage"][0]["inflight_microbatches"] == 1.0
+' "$bin" --json train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --dp 16 --ep 16 --gbs 64 --seq 2048; then pass=$((pass+1)); else echo "FAIL combined 1f1b"; fail=$((fail+1)); fi
 
 # Bad input: one line, exit 2, naming the constraint or flag.
 expect tp-heads 2 "tp=5 does not divide heads=24" -- "${gpt[@]}" --tp 5

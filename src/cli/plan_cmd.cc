@@ -74,6 +74,7 @@ struct PlanTrainArgs {
   std::string gpu_variability;  // --gpu-variability SIGMA; empty: none
   std::string tp_overlap = "no";  // --tp-comm-overlap
   std::string fp8_attention = "no";
+  std::string ep_overlap = "no";
   double capacity_factor = 0.0, load_imbalance = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
   std::string etps = "tp";  // --etp
@@ -379,6 +380,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
   o.base.master_weights = tr::parse_master_weights(a.master_weights, kCl.with_key("--master-weights"));
   parse_tp_overlap(a.tp_overlap, o.base);
   o.base.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
+  o.base.ep_a2a_overlap = parse_yes_no(a.ep_overlap, "--overlap-moe-expert-parallel-comm");
   if (o.base.fp8_attention && !any_fp8) throw InputError(kCl.with_key("--fp8-attention"), "applies to --precision fp8");
   o.base.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
   o.base.fsdp_impl = tr::parse_fsdp_impl(a.fsdp_impl, kCl.with_key("--fsdp-impl"));
@@ -488,6 +490,7 @@ void run_plan_train(Context& ctx, const PlanTrainArgs& a) {
     j["tp_comm_overlap"] = o.base.tp_comm_overlap;
     j["tp_comm_overlap_mode"] = tp_overlap_label(o.base);
     j["fp8_attention"] = o.base.fp8_attention;
+    j["overlap_moe_expert_parallel_comm"] = o.base.ep_a2a_overlap;
     j["fp8_recipe"] = tr::fp8_recipe_name(o.base.fp8_recipe);
     j["fsdp_impl"] = tr::fsdp_impl_name(o.base.fsdp_impl);
     j["cp_comm_type"] = tr::cp_comm_name(o.base.cp_comm);
@@ -667,6 +670,9 @@ void register_plan_train_command(CLI::App& app, std::vector<std::pair<CLI::App*,
                  "heads per TP rank divisible by cp) | a2a+p2p (a2a inside an NVLink domain, the ring across), e.g. p2p,a2a")
       ->capture_default_str();
   add_gpu_variability_flag(*c, a->gpu_variability);
+  c->add_option("--overlap-moe-expert-parallel-comm", a->ep_overlap,
+                "Megatron-Core's combined 1F1B on every MoE plan that allows it (EP > 1; pp 1 or interleaved): yes | no")
+      ->capture_default_str();
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16)")
       ->capture_default_str();

@@ -51,7 +51,7 @@ struct TrainArgs {
   std::string fsdp_impl = "fsdp2";
   std::string cp_comm = "p2p";
   std::string hierarchical_cp;  // --hierarchical-cp-sizes AxB (empty: the a2a group fills an NVLink domain)
-  std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no", overlap_f_b = "yes";
+  std::string grad_sync = "dense", overlap_grad = "yes", overlap_param = "yes", tp_overlap = "no", overlap_f_b = "yes", ep_overlap = "no";
   std::string link_sharing = "yes";
   std::string tie_embeddings;  // --tie-embeddings yes | no; empty: the model's own
   bool activation_offload = false, optimizer_offload = false;
@@ -171,6 +171,7 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.overlap_grad_reduce = parse_yes_no(a.overlap_grad, "--overlap-grad-reduce");
   p.overlap_param_gather = parse_yes_no(a.overlap_param, "--overlap-param-gather");
   p.overlap_f_b = parse_yes_no(a.overlap_f_b, "--overlap-f-b");
+  p.ep_a2a_overlap = parse_yes_no(a.ep_overlap, "--overlap-moe-expert-parallel-comm");
   parse_tp_overlap(a.tp_overlap, p);
   // --offload-layers N offloads N layers per rank, so it turns offload on (-1: every activation).
   p.activation_offload = a.activation_offload || a.offload_layers_given;
@@ -459,6 +460,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
                  {"overlap_grad_reduce", plan.overlap_grad_reduce},
                  {"overlap_param_gather", plan.overlap_param_gather},
                  {"overlap_f_b", plan.overlap_f_b},
+                 {"overlap_moe_expert_parallel_comm", plan.ep_a2a_overlap},
                  {"tp_comm_overlap", plan.tp_comm_overlap},
                  {"tp_comm_overlap_mode", tp_overlap_label(plan)},
                  {"capacity_factor", plan.capacity_factor},
@@ -764,6 +766,10 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--overlap-param-gather", a->overlap_param, "ZeRO-1/2 parameter gather overlapped: yes | no")->capture_default_str();
   c->add_option("--overlap-f-b", a->overlap_f_b,
                 "dualpipe-v: each paired forward and backward hide each other's EP all-to-alls: yes | no")
+      ->capture_default_str();
+  c->add_option("--overlap-moe-expert-parallel-comm", a->ep_overlap,
+                "Megatron-Core's combined 1F1B (EP > 1; pp 1 or interleaved): each steady-phase forward and the backward "
+                "after it hide each other's EP all-to-alls: yes | no")
       ->capture_default_str();
   c->add_option("--link-sharing", a->link_sharing,
                 "collectives of a rank on the same link (NIC or NVLink) share it while they run at once (FSDP gather "

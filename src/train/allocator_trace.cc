@@ -73,10 +73,22 @@ class Trace {
     start();
     for (int step = 0; step < 2; ++step) {
       root_ = head_grad_ = -1;
+      // An overlapped pair's forward saves its tensors as its backward frees (memory.cc, v_peak_held): it
+      // runs here after the pair's backward (and W).
+      const PipelinePass* swapped_in = nullptr;
       for (const PipelinePass& x : order_) {
+        if (x.kind == PassKind::kForward && x.paired && p_.overlaps_pairs()) {
+          swapped_in = &x;
+          continue;
+        }
         if (x.kind == PassKind::kForward) forward(x.chunk, x.microbatch);
         if (x.kind == PassKind::kBackward) backward(x.chunk, x.microbatch, x.full);
         if (x.kind == PassKind::kWeight) free_saved(x.chunk, x.microbatch);  // empty after a whole backward
+        const bool pair_done = x.kind == PassKind::kWeight || (x.kind == PassKind::kBackward && !p_.splits_backward());
+        if (swapped_in != nullptr && x.paired && pair_done) {
+          forward(swapped_in->chunk, swapped_in->microbatch);
+          swapped_in = nullptr;
+        }
       }
       free(root_);
       free(head_grad_);

@@ -1,6 +1,7 @@
 #include "train/memory.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "train/allocator_trace.h"
 #include "train/schedule.h"
@@ -69,14 +70,18 @@ std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::v
 // before it) and each of its iterations F0 B0 W0 F1 B1 W1 returns to the same mix, and the cool-down
 // only frees, so the walk over min(m, 2p) micro-batches finds the peak of any m. DualPipeV (m >= 2p)
 // likewise: its steady pairs (F0 & B1) (F1 & B0) return to the same mix, and its cool-down frees a
-// chunk-micro-batch before each forward it runs. `most` gets the largest count held, whatever the bytes.
+// chunk-micro-batch before each forward it runs. An overlapped pair interleaves its forward and its
+// backward layer by layer, the backward freeing a layer's activations as the forward saves one of its
+// own (equal chunks), so the pair swaps one chunk-micro-batch for the other: the walk frees the
+// backward's before it adds the forward's (Megatron-Bridge's Qwen3-30B-A3B run holds one micro-batch
+// with combined 1F1B on: docs/training.md). `most` gets the largest count held, whatever the bytes.
 std::vector<double> v_peak_held(const Plan& p, int64_t s, const std::vector<int64_t>& resident, int64_t* most) {
   Plan q = p;
   q.gbs = std::min(p.microbatches(), 2 * p.pp) * p.dp * p.mbs;
   int64_t held[2] = {0, 0}, best[2] = {0, 0}, best_sum = -1, count = 0;
-  for (const PipelinePass& x : pipeline_order(q, s)) {
-    if (x.kind == PassKind::kBackward) continue;
-    held[x.chunk] += x.kind == PassKind::kForward ? 1 : -1;
+  int32_t swapped_in = -1;  // an overlapped pair's forward chunk, added as its backward frees (below)
+  auto take = [&](int32_t chunk, int64_t delta) {
+    held[chunk] += delta;
     const int64_t sum = held[0] * resident[0] + held[1] * resident[1];
     if (sum > best_sum) {
       best_sum = sum;
@@ -84,6 +89,16 @@ std::vector<double> v_peak_held(const Plan& p, int64_t s, const std::vector<int6
       best[1] = held[1];
     }
     count = std::max(count, held[0] + held[1]);
+  };
+  for (const PipelinePass& x : pipeline_order(q, s)) {
+    if (x.kind == PassKind::kForward && x.paired && p.overlaps_pairs()) {
+      swapped_in = x.chunk;
+    } else if (x.kind == PassKind::kForward) {
+      take(x.chunk, 1);
+    } else if (x.kind == PassKind::kWeight) {
+      take(x.chunk, -1);
+      if (x.paired && swapped_in >= 0) take(std::exchange(swapped_in, -1), 1);
+    }
   }
   if (most != nullptr) *most = count;
   return {d(best[0]), d(best[1])};
@@ -108,7 +123,7 @@ double inflight_microbatches(const Plan& p, int64_t s) {
   const int64_t m = p.microbatches();
   switch (p.schedule) {
     case Schedule::kGpipe: return d(m);
-    case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));
+    case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));  // combined 1F1B's pairs swap (v_peak_held)
     case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
     case Schedule::kInterleaved: return d(std::min(interleaved_warmup(p, s) + 1, m * p.vp)) / d(p.vp);
     case Schedule::kZeroBubbleV:

@@ -221,15 +221,29 @@ TEST(Memory, InflightMicrobatchesFollowTheSchedule) {
   p.gbs = 2;
   EXPECT_DOUBLE_EQ(inflight_microbatches(p, 0), 1.5);
   // DualPipeV (train/schedule.h, m >= 2p): rank s runs 2(p - s - 1) + 2(s + 1) = 2p forwards before
-  // its first backward; each B1 W1 F1 of its third step frees one and adds one; the first steady pair
-  // starts with a forward (2p + 1 held) and then frees one in its whole backward, and every later pair
-  // returns there: 2p + 1 chunk passes, p + 1/2 micro-batches' worth on every rank (DualPipe's README
-  // gives PP + 1 for the two-way DualPipe, whose stages are twice the V's chunks).
+  // its first backward; each B1 W1 F1 of its third step frees one and adds one. Run back to back
+  // (overlap_f_b off), the first steady pair starts with a forward (2p + 1 held) and then frees one in
+  // its whole backward, and every later pair returns there: 2p + 1 chunk passes, p + 1/2 micro-batches'
+  // worth on every rank. Overlapped, a pair swaps the backward's chunk for the forward's (memory.cc): 2p,
+  // except on the last rank, whose first F0 and B1 run apart: 2p + 1 there.
   p.schedule = Schedule::kDualPipeV;
-  for (int64_t m : {8, 9, 64}) {
-    p.gbs = m;
-    for (int64_t s = 0; s < 4; ++s) EXPECT_DOUBLE_EQ(inflight_microbatches(p, s), 4.5) << "m " << m << " stage " << s;
+  for (bool overlap : {false, true}) {
+    p.overlap_f_b = overlap;
+    for (int64_t m : {8, 9, 64}) {
+      p.gbs = m;
+      for (int64_t s = 0; s < 4; ++s) {
+        EXPECT_DOUBLE_EQ(inflight_microbatches(p, s), overlap && s < 3 ? 4.0 : 4.5) << "m " << m << " stage " << s;
+      }
+    }
   }
+  // Megatron-Core's combined 1F1B with one stage: F0, then (F i+1 & B i): each pair swaps one micro-batch
+  // for the next, so one is held, as without it.
+  Plan one;
+  one.ep = 2;
+  one.dp = 2;
+  one.gbs = 16;
+  one.ep_a2a_overlap = true;
+  EXPECT_DOUBLE_EQ(inflight_microbatches(one, 0), 1.0);
 }
 
 TEST(Memory, PeakIsOnTheFirstStageFor1F1BAndFitVerdictUsesCapacity) {
@@ -506,14 +520,27 @@ namespace orrery::train {
 namespace {
 
 // The most activations stage s holds over its program order (train/schedule.h): a chunk's are added
-// when its forward runs and removed when its backward does (its W pass, where the backward is split).
+// when its forward runs and removed when its backward does (its W pass, where the backward is split);
+// an overlapped pair's forward adds its chunk only once the pair's backward has freed its own (the
+// layer-by-layer swap, memory.cc).
 double order_peak(const Plan& p, int64_t s, const StageMemory& st) {
   double held = 0.0, most = 0.0;
-  for (const PipelinePass& pass : pipeline_order(p, s)) {
+  const std::vector<PipelinePass> order = pipeline_order(p, s);
+  std::vector<double> swaps;  // paired forwards' chunks waiting for their backward
+  for (const PipelinePass& pass : order) {
     if (pass.kind == (p.splits_backward() ? PassKind::kBackward : PassKind::kWeight)) continue;
     const double a = st.chunk_activations[static_cast<size_t>(pass.chunk)].to_double();
+    if (pass.kind == PassKind::kForward && pass.paired && p.overlaps_pairs()) {
+      swaps.push_back(a);
+      continue;
+    }
     held += pass.kind == PassKind::kForward ? a : -a;
     most = std::max(most, held);
+    if (pass.kind != PassKind::kForward && pass.paired && !swaps.empty()) {
+      held += swaps.back();
+      swaps.pop_back();
+      most = std::max(most, held);
+    }
   }
   return most;
 }

@@ -1,6 +1,11 @@
 #include "train/memory_timeline.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
+
+#include "train/schedule.h"
 
 namespace orrery::train {
 namespace {
@@ -26,6 +31,24 @@ std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& 
   Bytes offloaded;
   for (const Bytes& b : st.chunk_offloaded) offloaded += b;
   const Bytes in_flight = Bytes::from_double(offloaded.to_double() * st.offload_held);
+  // An overlapped pair's forward saves its activations as the pair's backward frees its own (memory.cc,
+  // v_peak_held): they count from the end of the pair's last pass, with the backward's release.
+  std::map<std::tuple<int32_t, int32_t, PassKind>, Time> ends;
+  for (const PassTiming& x : passes) {
+    if (x.stage == stage) ends[{x.chunk, x.microbatch, x.kind}] = x.end;
+  }
+  std::map<std::pair<int32_t, int32_t>, Time> swapped_at;  // (chunk, micro-batch) of a paired forward
+  if (plan.overlaps_pairs()) {
+    const PipelinePass* f = nullptr;
+    for (const PipelinePass& x : pipeline_order(plan, stage)) {
+      if (x.kind == PassKind::kForward && x.paired) f = &x;
+      const bool done = x.paired && (x.kind == PassKind::kWeight || (x.kind == PassKind::kBackward && !split));
+      if (f != nullptr && done) {
+        if (const auto it = ends.find({x.chunk, x.microbatch, x.kind}); it != ends.end()) swapped_at[{f->chunk, f->microbatch}] = it->second;
+        f = nullptr;
+      }
+    }
+  }
   for (const PassTiming& x : passes) {
     if (x.stage != stage) continue;
     const size_t c = static_cast<size_t>(x.chunk);
@@ -42,7 +65,8 @@ std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& 
       // A sample where the forward starts: the activations ramp up over the pass (a plot drawn through
       // the samples shows the ramp, not a step from the previous sample).
       ev.push_back(Event{x.start, Bytes(0), Bytes(0), 0});
-      ev.push_back(Event{x.end, chunk, Bytes(0), 1});
+      const auto swap = swapped_at.find({x.chunk, x.microbatch});
+      ev.push_back(Event{swap != swapped_at.end() ? swap->second : x.end, chunk, Bytes(0), 1});
     } else if (x.kind == (split ? PassKind::kWeight : PassKind::kBackward)) {
       ev.push_back(Event{x.end, Bytes(0) - chunk, Bytes(0), -1});
     }

@@ -280,6 +280,11 @@ struct Plan {
   // torchtitan's overlap callback for MoE; TP and CP collectives stay as they are); false runs the pair
   // back to back, as torch's runtime does without a registered callback (train/simulator.h).
   bool overlap_f_b = true;
+  // Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm): the steady phase's forward and
+  // the backward after it run as one pair whose EP all-to-alls hide behind each other's work, as
+  // DualPipeV's; with one pipeline stage it runs F0, then (F i+1 & B i), then the last B, holding two
+  // micro-batches. Needs ep > 1 and pp 1 or the interleaved schedule (key ep_overlap).
+  bool ep_a2a_overlap = false;
 
   int64_t gpus() const { return dp * tp * pp * cp; }
   int64_t expert_tp() const { return etp > 0 ? etp : tp; }
@@ -312,6 +317,8 @@ struct Plan {
   int64_t head_stage() const { return v_shape() ? 0 : pp - 1; }  // the rank with the LM head and loss
   // Zero-bubble schedules split each backward into B (input gradient) and W (weight gradient) passes;
   // DualPipeV splits some (its order runs the others whole: PipelinePass::full, train/schedule.h).
+  // Whether the order's paired passes (PipelinePass::paired) run overlapped.
+  bool overlaps_pairs() const { return schedule == Schedule::kDualPipeV ? overlap_f_b : ep_a2a_overlap; }
   bool splits_backward() const {
     return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV;
   }

@@ -92,6 +92,25 @@ TEST(Plan, EveryConstraintHasItsKey) {
     EXPECT_TRUE(has_key(validate_plan(m, p, 2, gpu), "vp_schedule"));
   }
   {
+    // Megatron-Core's combined 1F1B needs EP (Megatron asserts expert_model_parallel_size > 1) and pp 1
+    // or the interleaved schedule ("if PP > 1, set virtual_pipeline_model_parallel_size").
+    const auto moe = testing::small_moe(4, 1024);
+    Plan p;
+    p.dp = 2;
+    p.ep = 2;
+    p.gbs = 8;
+    p.ep_a2a_overlap = true;
+    EXPECT_TRUE(validate_plan(moe, p, 2, gpu).empty());
+    p.ep = 1;
+    EXPECT_TRUE(has_key(validate_plan(moe, p, 2, gpu), "ep_overlap"));
+    p.ep = 2;
+    p.dp = 1;
+    p.pp = 2;
+    EXPECT_TRUE(has_key(validate_plan(moe, p, 2, gpu), "ep_overlap"));  // 1F1B across stages: no pairs
+    p.dp = 1;
+    p.ep = 1;
+  }
+  {
     Plan p;
     p.schedule = Schedule::kInterleaved;
     p.vp = 2;

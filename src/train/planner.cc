@@ -287,6 +287,10 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                       p.first_stage_layers = -1;
                       p.last_stage_layers = -1;
                       if (!shorten_end_chunks(p, model.layers) && uneven) balance_uneven_stages(p, model.layers);
+                      // --overlap-moe-expert-parallel-comm: on every plan whose order has Megatron's pairs.
+                      p.ep_a2a_overlap = o.base.ep_a2a_overlap && p.ep > 1 &&
+                                         ((pp == 1 && schedule == Schedule::kOneFOneB) ||
+                                          (schedule == Schedule::kInterleaved && vp > 1));
                       if (sp.precisions.empty()) {
                         plans.push_back(p);
                       } else {
@@ -326,7 +330,7 @@ double throughput_upper_bound(const model::ModelSpec& model, const Plan& p, cons
   const bool zero_bubble = p.splits_backward();
   // DualPipeV's pairs hide their EP all-to-alls but for at least `share` of them (bulk_extra); every
   // pass counts that much, less 3 ps per layer for the simulator's rounding of each scaled part.
-  const bool pairs = p.schedule == Schedule::kDualPipeV && p.overlap_f_b;
+  const bool pairs = p.overlaps_pairs();
   const auto exposed = [&](Time t) {
     if (!pairs) return t;
     const auto ps = static_cast<int64_t>(std::floor(static_cast<double>(t.picoseconds()) * c.pair_comm_share)) - 3;

@@ -46,7 +46,7 @@ const std::vector<std::string>& measured_run_optional_columns() {
   static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
                                              "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers",
                                              "optimizer_dtype", "master_weights", "fp8_recipe", "etp", "dropout",
-                                             "cp_comm_type", "tp_comm_overlap", "microbatch_group_size"};
+                                             "cp_comm_type", "tp_comm_overlap", "microbatch_group_size", "ep_overlap"};
   return v;
 }
 
@@ -245,6 +245,11 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
                        fmt::format("expected yes, te, async or no, found '{}' (row {})", optional("tp_comm_overlap"), r.id),
                        suggest(r.tp_comm_overlap, {"yes", "te", "async", "no"}));
     }
+    r.ep_overlap = to_lower(trim(optional("ep_overlap")));
+    if (!r.ep_overlap.empty() && r.ep_overlap != "yes" && r.ep_overlap != "no") {
+      throw InputError(at.with_key("ep_overlap"), fmt::format("expected yes or no, found '{}' (row {})", optional("ep_overlap"), r.id),
+                       suggest(r.ep_overlap, {"yes", "no"}));
+    }
     r.master_weights = optional("master_weights");
     if (!r.master_weights.empty()) parse_master_weights(r.master_weights, at.with_key("master_weights"));
     r.moe_dispatcher = optional("moe_dispatcher");
@@ -378,6 +383,7 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
   if (!r.master_weights.empty()) f.emplace_back("--master-weights", r.master_weights);
   if (!r.fp8_recipe.empty()) f.emplace_back("--fp8-recipe", r.fp8_recipe);
   if (!r.cp_comm_type.empty()) f.emplace_back("--cp-comm-type", r.cp_comm_type);
+  if (!r.ep_overlap.empty()) f.emplace_back("--overlap-moe-expert-parallel-comm", r.ep_overlap);
   // Sharded data parallelism: torchtitan and NeMo AutoModel run PyTorch's FSDP2 (fully_shard), whose
   // collectives copy their buffers; Megatron-Bridge's "FSDP" is Megatron-FSDP (buffer views).
   if (r.dp_sharding == "fsdp" || r.dp_sharding == "zero3" || r.dp_sharding == "hsdp") {

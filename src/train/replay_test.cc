@@ -317,6 +317,16 @@ TEST(Replay, CompileNotesAndTpOverlapColumnMapOntoTheirFlags) {
   EXPECT_EQ(flags(read_measured_runs(write("group", hg + grouped))[0])["--microbatch-group-size"], "6");
   const std::string zero = row.substr(0, row.size() - 1) + ",0\n";
   EXPECT_NE(error_of(hg + zero).find("[microbatch_group_size]"), std::string::npos);
+  // ep_overlap (Megatron's combined 1F1B) maps onto --overlap-moe-expert-parallel-comm; empty passes no
+  // flag (the default, off); anything but yes or no names its column.
+  const std::string he = h.substr(0, h.size() - 1) + ",ep_overlap\n";
+  EXPECT_EQ(flags(read_measured_runs(write("epo", he + row.substr(0, row.size() - 1) + ",yes\n"))[0])
+                ["--overlap-moe-expert-parallel-comm"],
+            "yes");
+  EXPECT_EQ(flags(read_measured_runs(write("epo0", he + row.substr(0, row.size() - 1) + ",\n"))[0])
+                .count("--overlap-moe-expert-parallel-comm"),
+            0u);
+  EXPECT_NE(error_of(he + row.substr(0, row.size() - 1) + ",on\n").find("[ep_overlap]"), std::string::npos);
 }
 
 // etp: NeMo's DeepSeek-V3 recipe on H100 runs its experts at expert TP 1 beside TP 2 (dgxc-benchmarking

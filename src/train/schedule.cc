@@ -34,6 +34,16 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
         if (!split) return;
         if (mb - s >= next_w) out.push_back({PassKind::kWeight, next_w++, 0});
       };
+      if (plan.ep_a2a_overlap && p == 1 && !split) {
+        // Megatron-Core's combined 1F1B without pipelining: F0, then (F i+1 & B i), then the last B.
+        out.push_back({PassKind::kForward, 0, 0});
+        for (int32_t i = 0; i + 1 < m; ++i) {
+          out.push_back({PassKind::kForward, i + 1, 0, false, true});
+          out.push_back({PassKind::kBackward, i, 0, false, true});
+        }
+        out.push_back({PassKind::kBackward, m - 1, 0});
+        break;
+      }
       for (int32_t i = 0; i < warm; ++i) fwd(i, 0);
       for (int32_t i = 0; i < m - warm; ++i) {
         fwd(warm + i, 0);
@@ -54,9 +64,10 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       auto b = [&](int32_t k) { bwd(interleaved_microbatch(plan, k), v - 1 - interleaved_chunk(plan, k)); };
       const auto warm = static_cast<int32_t>(interleaved_warmup(plan, s));
       for (int32_t k = 0; k < warm; ++k) f(k);
-      for (int32_t j = 0; j < total - warm; ++j) {
+      for (int32_t j = 0; j < total - warm; ++j) {  // the steady phase: Megatron-Core's combined 1F1B pairs these
         f(warm + j);
         b(j);
+        if (plan.ep_a2a_overlap) out[out.size() - 2].paired = out.back().paired = true;
       }
       for (int32_t j = total - warm; j < total; ++j) b(j);
       break;

