@@ -132,6 +132,17 @@ assert on["plan"]["overlap_moe_expert_parallel_comm"] is True and off["plan"]["o
 assert on["time"]["ep"] < off["time"]["ep"] and on["step_time_s"] < off["step_time_s"], (on["time"], off["time"])
 assert on["memory_by_stage"][0]["inflight_microbatches"] == off["memory_by_stage"][0]["inflight_microbatches"] == 1.0
 ' "$bin" --json train --model qwen3-30b-a3b --gpu h100-sxm --gpus 16 --dp 16 --ep 16 --gbs 64 --seq 2048; then pass=$((pass+1)); else echo "FAIL combined 1f1b"; fail=$((fail+1)); fi
+# Interleaved: the steady phase pairs each forward with the backward after it, except where that
+# backward is the same chunk and micro-batch (the last stage's loss chunk), which depends on it.
+if python3 -c '
+import json, subprocess, sys
+b = sys.argv[1:]
+run = lambda *x: json.loads(subprocess.run(b + list(x), capture_output=True, text=True, check=True).stdout)
+on, off = run("--overlap-moe-expert-parallel-comm", "yes"), run("--overlap-moe-expert-parallel-comm", "no")
+assert on["time"]["ep"] < off["time"]["ep"] and on["step_time_s"] < off["step_time_s"], (on["time"], off["time"])
+tensors = lambda d: [x["total_bytes"] - x["memory"]["allocator"] for x in d["memory_by_stage"]]
+assert all(a <= b for a, b in zip(tensors(on), tensors(off))), (tensors(on), tensors(off))
+' "$bin" --json train --model mixtral-8x7b --gpu h100-sxm --gpus 32 --pp 2 --vp 2 --dp 16 --ep 8 --gbs 64 --seq 2048 --schedule interleaved; then pass=$((pass+1)); else echo "FAIL combined 1f1b interleaved"; fail=$((fail+1)); fi
 
 # Bad input: one line, exit 2, naming the constraint or flag.
 expect tp-heads 2 "tp=5 does not divide heads=24" -- "${gpt[@]}" --tp 5

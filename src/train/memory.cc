@@ -23,7 +23,8 @@ Bytes scaled(int64_t params, double bytes_per_param) {
 // (train/schedule.h): the warm-up's forwards, then forward warm + j before backward j; the most is held
 // after some forward (or, without a steady phase, after the warm-up). While both walk whole groups of n v
 // table entries the held mix repeats every n v steps, so the walk covers the first n v steps and those
-// from where the forwards near the last group: O(n v) steps, O(v) to start each range.
+// from where the forwards near the last group: O(n v) steps, O(v) to start each range. Under combined
+// 1F1B (Plan::ep_a2a_overlap) a steady pair frees its backward's chunk before its forward's counts.
 std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::vector<int64_t>& resident) {
   const int64_t v = p.vp, total = p.microbatches() * v, warm = interleaved_warmup(p, s);
   const int64_t steps = total - warm, period = p.microbatch_group_size() * v;
@@ -50,12 +51,17 @@ std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::v
     if (from >= to) return;
     set(warm + from, from);
     for (int64_t j = from; j < to; ++j) {
-      add(interleaved_chunk(p, warm + j), 1);
+      const int64_t fc = interleaved_chunk(p, warm + j), bc = v - 1 - interleaved_chunk(p, j);
+      // Combined 1F1B's pairs swap (v_peak_held): the backward frees as the forward saves.
+      const bool swap =
+          p.ep_a2a_overlap && (fc != bc || interleaved_microbatch(p, warm + j) != interleaved_microbatch(p, j));
+      if (swap) add(bc, -1);
+      add(fc, 1);
       if (sum > best_sum) {
         best_sum = sum;
         best = held;
       }
-      add(v - 1 - interleaved_chunk(p, j), -1);
+      if (!swap) add(bc, -1);
     }
   };
   const int64_t first = std::min(steps, period);
@@ -125,7 +131,12 @@ double inflight_microbatches(const Plan& p, int64_t s) {
     case Schedule::kGpipe: return d(m);
     case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));  // combined 1F1B's pairs swap (v_peak_held)
     case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
-    case Schedule::kInterleaved: return d(std::min(interleaved_warmup(p, s) + 1, m * p.vp)) / d(p.vp);
+    case Schedule::kInterleaved: {
+      if (!p.ep_a2a_overlap) return d(std::min(interleaved_warmup(p, s) + 1, m * p.vp)) / d(p.vp);
+      double held = 0.0;  // the pairs swap: the walk's count at its peak
+      for (double c : interleaved_peak_held(p, s, std::vector<int64_t>(static_cast<size_t>(p.vp), 1))) held += c;
+      return held / d(p.vp);
+    }
     case Schedule::kZeroBubbleV:
     case Schedule::kDualPipeV: {  // chunk-micro-batches at the most, in whole-stage micro-batches
       int64_t most = 0;

@@ -569,11 +569,15 @@ TEST(Memory, InterleavedPeakFollowsTheProgramOrder) {
     p.microbatch_group = x.n;
     p.first_stage_layers = x.first;
     const ModelCosts c = model_costs(model, p, compute::ComputeModel(gpu), NoComm{});
-    const MemoryReport r = memory_model(model, p, c, gpu);
-    for (int64_t s = 0; s < p.pp; ++s) {
-      const StageMemory& st = r.stages[static_cast<size_t>(s)];
-      EXPECT_NEAR(st.memory.activations.to_double(), order_peak(p, s, st), 1.0)
-          << "p " << x.p << " v " << x.v << " m " << x.m << " n " << x.n << " stage " << s;
+    // Combined 1F1B (Plan::ep_a2a_overlap) too: its steady pairs swap, which order_peak walks as such.
+    for (bool combined : {false, true}) {
+      p.ep_a2a_overlap = combined;
+      const MemoryReport r = memory_model(model, p, c, gpu);
+      for (int64_t s = 0; s < p.pp; ++s) {
+        const StageMemory& st = r.stages[static_cast<size_t>(s)];
+        EXPECT_NEAR(st.memory.activations.to_double(), order_peak(p, s, st), 1.0)
+            << "p " << x.p << " v " << x.v << " m " << x.m << " n " << x.n << " stage " << s << " combined " << combined;
+      }
     }
   }
 }

@@ -67,7 +67,12 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       for (int32_t j = 0; j < total - warm; ++j) {  // the steady phase: Megatron-Core's combined 1F1B pairs these
         f(warm + j);
         b(j);
-        if (plan.ep_a2a_overlap) out[out.size() - 2].paired = out.back().paired = true;
+        // A forward and the backward of the same chunk and micro-batch (the last stage's loss chunk at
+        // the start of its steady phase) depend on each other: they cannot overlap.
+        PipelinePass& fw = out[out.size() - 2];
+        if (plan.ep_a2a_overlap && (fw.chunk != out.back().chunk || fw.microbatch != out.back().microbatch)) {
+          fw.paired = out.back().paired = true;
+        }
       }
       for (int32_t j = total - warm; j < total; ++j) b(j);
       break;

@@ -51,6 +51,11 @@ plans that differ in one setting. Each relation below holds for every plan, with
                  FLOPs the same
   async tp       --tp-comm-overlap async against no: the model FLOPs and the peak do not change (PyTorch's
                  async TP only reorders the same GEMMs and transfers; docs/training.md)
+  pairs          --overlap-f-b yes against no (dualpipe-v; the same run elsewhere) and
+                 --overlap-moe-expert-parallel-comm yes against no (Megatron's combined 1F1B, where it
+                 applies): the model FLOPs do not change and the tensors' peak is not higher (a pair swaps
+                 its chunks' activations); under dualpipe-v, whose order is the same either way, the step
+                 is not longer either (a pair's all-to-alls only shrink)
 
 Relations that look as if they should hold but do not always, and why (reported with -v, not failures):
   --overlap-grad-reduce no can be faster: the overlapped DP reduction shares the NIC with EP all-to-alls
@@ -66,6 +71,9 @@ Relations that look as if they should hold but do not always, and why (reported 
     only a ring's exposed part on the NIC, which the DP reduction then has to itself (with the overlap off
     the step is unchanged to the picosecond: the ring's slack absorbs the extra kernel time).
   --power-limit below TDP can shorten a step by ~1e-4: slower compute reorders collectives on shared links.
+  --overlap-moe-expert-parallel-comm yes can be slower on one stage: its order runs F i+1 before B i, so
+    the first backward, and with it a ZeRO-2 step's per-micro-batch reduce-scatters, start a forward later
+    (2.3% seen, Qwen3-30B-A3B, ZeRO-2 on 16 replicas, whose DP stream paces the step).
   --dp-sharding zero2 can be up to ~2% faster than zero1 with few micro-batches (1.9% seen, gpt2, one
     micro-batch per replica): it reduce-scatters layer by layer as the backward goes, where ZeRO-1 waits
     for 40 MB buckets to fill, so its last reduction ends sooner; with many micro-batches its extra
@@ -202,6 +210,14 @@ PAIRS = {
     'async tp': (['--tp-comm-overlap', 'no'], ['--tp-comm-overlap', 'async'], same_work, True),
     'tp-comm-overlap yes': ([], ['--tp-comm-overlap', 'yes'], lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
     'power-limit 500 W': ([], ['--power-limit', '500 W'], lambda a, b: le(a['step_time_s'], b['step_time_s']), False),
+    # Overlapped forward-backward pairs (DualPipeV's, Megatron's combined 1F1B) only shorten their passes'
+    # all-to-all time and swap activations: the same work, never slower, never more tensors.
+    'pairs overlapped': (['--overlap-f-b', 'no'], ['--overlap-f-b', 'yes'],
+                         lambda a, b: same_flops(a, b) and le(b['step_time_s'], a['step_time_s']) and tensors(b) <= tensors(a), True),
+    'combined 1f1b': (['--overlap-moe-expert-parallel-comm', 'no'], ['--overlap-moe-expert-parallel-comm', 'yes'],
+                      lambda a, b: same_flops(a, b) and tensors(b) <= tensors(a), True),
+    'combined 1f1b step': (['--overlap-moe-expert-parallel-comm', 'no'], ['--overlap-moe-expert-parallel-comm', 'yes'],
+                           lambda a, b: le(b['step_time_s'], a['step_time_s']), False),
 }
 
 
