@@ -416,8 +416,9 @@ class Builder {
       last_grad_layers[static_cast<size_t>(c)].assign(slots, -1);
       first_forward_layers[static_cast<size_t>(c)].assign(slots, -1);
     }
-    // DualPipeV's pairs (F & B, W): the pair's EP all-to-alls beside the rest of its work cost
-    // bulk_extra(rest, all-to-alls, share) instead of their own time (train/simulator.h).
+    // Overlapped pairs (DualPipeV's F & B W, combined 1F1B's F & B): the pair's EP all-to-alls beside the
+    // rest of its work cost bulk_extra(rest, all-to-alls, share) instead of their own time
+    // (train/simulator.h).
     double comm_scale = 1.0;
     for (size_t pos = 0; pos < order.size(); ++pos) {
       const PipelinePass& pass = order[pos];

@@ -16,8 +16,9 @@
 //     Megatron's scatter-gather) go on per-direction streams; the receiver's pass waits for them.
 //     A whole backward under a splitting schedule (PipelinePass::full, DualPipeV) runs its B and W
 //     passes back to back and sends the input gradient after both.
-//   DualPipeV's pairs (PipelinePass::paired, Plan::overlap_f_b): a forward and the whole backward after
-//     it, interleaved by the implementation so that each one's EP all-to-alls run beside the other's
+//   Overlapped pairs (PipelinePass::paired, Plan::overlaps_pairs: DualPipeV's under overlap_f_b,
+//     Megatron-Core's combined 1F1B under ep_a2a_overlap): a forward and the whole backward after it,
+//     interleaved by the implementation so that each one's EP all-to-alls run beside the other's
 //     work. The pair's all-to-alls C cost bulk_extra(K, C, k/N) (train/layer_costs.h: max(C - K, C k/N))
 //     instead of C, K the rest of the pair (kernels, recompute, TP/CP collectives), k = kDualPipeCommSms
 //     of the GPU's N SMs; each of the pair's pieces scales its EP time by that ratio, so the pair ends
