@@ -84,8 +84,7 @@ class Trace {
         if (x.kind == PassKind::kForward) forward(x.chunk, x.microbatch);
         if (x.kind == PassKind::kBackward) backward(x.chunk, x.microbatch, x.full);
         if (x.kind == PassKind::kWeight) free_saved(x.chunk, x.microbatch);  // empty after a whole backward
-        const bool pair_done = x.kind == PassKind::kWeight || (x.kind == PassKind::kBackward && !p_.splits_backward());
-        if (swapped_in != nullptr && x.paired && pair_done) {
+        if (swapped_in != nullptr && closes_pair(x)) {
           forward(swapped_in->chunk, swapped_in->microbatch);
           swapped_in = nullptr;
         }

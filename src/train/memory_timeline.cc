@@ -33,17 +33,16 @@ std::vector<MemorySample> memory_timeline(const Plan& plan, const MemoryReport& 
   const Bytes in_flight = Bytes::from_double(offloaded.to_double() * st.offload_held);
   // An overlapped pair's forward saves its activations as the pair's backward frees its own (memory.cc,
   // v_peak_held): they count from the end of the pair's last pass, with the backward's release.
-  std::map<std::tuple<int32_t, int32_t, PassKind>, Time> ends;
-  for (const PassTiming& x : passes) {
-    if (x.stage == stage) ends[{x.chunk, x.microbatch, x.kind}] = x.end;
-  }
   std::map<std::pair<int32_t, int32_t>, Time> swapped_at;  // (chunk, micro-batch) of a paired forward
   if (plan.overlaps_pairs()) {
+    std::map<std::tuple<int32_t, int32_t, PassKind>, Time> ends;
+    for (const PassTiming& x : passes) {
+      if (x.stage == stage) ends[{x.chunk, x.microbatch, x.kind}] = x.end;
+    }
     const PipelinePass* f = nullptr;
     for (const PipelinePass& x : pipeline_order(plan, stage)) {
       if (x.kind == PassKind::kForward && x.paired) f = &x;
-      const bool done = x.paired && (x.kind == PassKind::kWeight || (x.kind == PassKind::kBackward && !split));
-      if (f != nullptr && done) {
+      if (f != nullptr && closes_pair(x)) {
         if (const auto it = ends.find({x.chunk, x.microbatch, x.kind}); it != ends.end()) swapped_at[{f->chunk, f->microbatch}] = it->second;
         f = nullptr;
       }

@@ -448,8 +448,7 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     add("vp_schedule", fmt::format("vp={} needs --schedule interleaved, zb-v or dualpipe-v (schedule is {})", p.vp,
                                    schedule_name(p.schedule)));
   }
-  if (p.ep_a2a_overlap && (p.ep < 2 || !((p.pp == 1 && p.schedule == Schedule::kOneFOneB) ||
-                                          (p.schedule == Schedule::kInterleaved && p.vp > 1)))) {
+  if (p.ep_a2a_overlap && !p.combined_1f1b_applies()) {
     add("ep_overlap", fmt::format("overlapping the expert all-to-alls with the other micro-batch (Megatron-Core's combined "
                                   "1F1B) needs ep > 1 and pp=1 (1f1b) or the interleaved schedule with vp > 1 (ep={}, pp={}, "
                                   "schedule {}, vp={}); dualpipe-v pairs its own (--overlap-f-b)",

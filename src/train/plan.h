@@ -317,6 +317,10 @@ struct Plan {
   int64_t head_stage() const { return v_shape() ? 0 : pp - 1; }  // the rank with the LM head and loss
   // Zero-bubble schedules split each backward into B (input gradient) and W (weight gradient) passes;
   // DualPipeV splits some (its order runs the others whole: PipelinePass::full, train/schedule.h).
+  // Where Megatron-Core's combined 1F1B has pairs to run: EP, and one stage (1F1B) or interleaving.
+  bool combined_1f1b_applies() const {
+    return ep > 1 && ((pp == 1 && schedule == Schedule::kOneFOneB) || (schedule == Schedule::kInterleaved && vp > 1));
+  }
   // Whether the order's paired passes (PipelinePass::paired) run overlapped.
   bool overlaps_pairs() const { return schedule == Schedule::kDualPipeV ? overlap_f_b : ep_a2a_overlap; }
   bool splits_backward() const {

@@ -288,9 +288,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
                       p.last_stage_layers = -1;
                       if (!shorten_end_chunks(p, model.layers) && uneven) balance_uneven_stages(p, model.layers);
                       // --overlap-moe-expert-parallel-comm: on every plan whose order has Megatron's pairs.
-                      p.ep_a2a_overlap = o.base.ep_a2a_overlap && p.ep > 1 &&
-                                         ((pp == 1 && schedule == Schedule::kOneFOneB) ||
-                                          (schedule == Schedule::kInterleaved && vp > 1));
+                      p.ep_a2a_overlap = o.base.ep_a2a_overlap && p.combined_1f1b_applies();
                       if (sp.precisions.empty()) {
                         plans.push_back(p);
                       } else {

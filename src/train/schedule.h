@@ -60,6 +60,12 @@ struct PipelinePass {
   bool paired = false;
 };
 
+// Whether `x` is the last pass of an overlapped pair: the pair's backward, or its W when the backward
+// is whole under a splitting schedule (DualPipeV).
+inline bool closes_pair(const PipelinePass& x) {
+  return x.paired && (x.kind == PassKind::kWeight || (x.kind == PassKind::kBackward && !x.full));
+}
+
 // Program order of stage `stage` (0-based), W passes included for ZB-H1 and ZB-V. REQUIRES: a valid plan.
 std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage);
 

@@ -427,19 +427,14 @@ class Builder {
       if (!pass.paired) {
         comm_scale = 1.0;
       } else if (pass.kind == PassKind::kForward && p_.overlaps_pairs()) {
-        // The pair: this forward, the backward after it and, when that is whole under a splitting
-        // schedule, its W.
-        const size_t end = std::min(pos + (pos + 2 < order.size() && order[pos + 2].kind == PassKind::kWeight &&
-                                                   order[pos + 2].full
-                                               ? 3
-                                               : 2),
-                                    order.size());
+        // The pair: this forward up to the pass that closes it.
         Parts sum;
-        for (size_t k = pos; k < end; ++k) {
+        for (size_t k = pos; k < order.size(); ++k) {
           const PipelinePass& y = order[k];
           const Parts q = pass_parts(s, y.chunk, y.kind, 0, n_layers(s, y.chunk));
           sum.compute += q.compute + q.recompute + q.tp + q.cp;
           sum.ep += q.ep;
+          if (closes_pair(y)) break;
         }
         comm_scale = sum.ep > Time::zero()
                          ? bulk_extra(sum.compute, sum.ep, costs(s).pair_comm_share).to_seconds() / sum.ep.to_seconds()

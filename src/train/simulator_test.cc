@@ -920,6 +920,16 @@ TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
   EXPECT_EQ(q[4].microbatch, 0);
 }
 
+// The orders worked by hand below: pp 2, the V's two chunks, 4 micro-batches.
+Plan v_plan(Schedule schedule) {
+  Plan p;
+  p.pp = 2;
+  p.vp = 2;
+  p.gbs = 4;
+  p.schedule = schedule;
+  return p;
+}
+
 // A V-shaped order (two chunks per rank) of m micro-batches: every pass once, F before B before W.
 void expect_v_passes_once_in_order(const std::vector<PipelinePass>& o, int64_t m, const std::string& where) {
   ASSERT_EQ(o.size(), static_cast<size_t>(6 * m)) << where;
@@ -947,11 +957,7 @@ void expect_v_passes_once_in_order(const std::vector<PipelinePass>& o, int64_t m
 // (F<chunk>.<micro-batch>.) With m < 2p - 1 it drops the passes of micro-batches m and above from the
 // order for 2p - 1; every order holds each pass once, F before B before W.
 TEST(Schedule, ZeroBubbleVFollowsTorchsOrder) {
-  Plan p;
-  p.pp = 2;
-  p.vp = 2;
-  p.gbs = 4;
-  p.schedule = Schedule::kZeroBubbleV;
+  const Plan p = v_plan(Schedule::kZeroBubbleV);
   auto text = [](const std::vector<PipelinePass>& o) {
     std::string out;
     for (const PipelinePass& x : o) {
@@ -991,11 +997,7 @@ TEST(Schedule, ZeroBubbleVFollowsTorchsOrder) {
 // Every order holds each pass once, F before B before W, the W right after its B when whole; a pair is
 // a forward and the whole backward after it.
 TEST(Schedule, DualPipeVFollowsTorchsOrder) {
-  Plan p;
-  p.pp = 2;
-  p.vp = 2;
-  p.gbs = 4;
-  p.schedule = Schedule::kDualPipeV;
+  const Plan p = v_plan(Schedule::kDualPipeV);
   auto text = [](const std::vector<PipelinePass>& o) {
     std::string out;
     for (const PipelinePass& x : o) {
