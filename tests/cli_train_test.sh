@@ -120,6 +120,25 @@ assert d["step_time_s"] < apart["step_time_s"]
 expect dualpipe-v-microbatches 2 "vp_microbatches: the dualpipe-v schedule needs at least 2\*pp=8 micro-batches \(found m=2\)" -- "${dpv[@]}" --schedule dualpipe-v --gbs 16
 one_line_error dualpipe-v-microbatches-one-line "${dpv[@]}" --schedule dualpipe-v --gbs 16
 expect overlap-f-b-value 2 "--overlap-f-b: expected yes or no, found 'maybe'" -- "${dpv[@]}" --schedule dualpipe-v --overlap-f-b maybe
+# torch's interleaved zero-bubble schedule (train/schedule.h): Llama 3 8B on pp 4 x vp 2, m = 16, rounds of
+# n = 16 / floor(16 / 4) = 4. Every rank holds (v - 1) n + p = 8 chunk passes (4 micro-batches' worth;
+# memory.cc), where Megatron's interleaved 1F1B holds 2 (p - s - 1) + (v - 1) n + 1 = 11, 9, 7, 5 (5.5,
+# 4.5, 3.5, 2.5). Looped BFS holds all 16 on every rank. The same work: equal compute.
+izb=(train --model llama3-8b --gpu h100-sxm --gpus 8 --pp 4 --vp 2 --dp 2 --gbs 32 --seq 4096)
+if python3 -c '
+import json, subprocess, sys
+b = sys.argv[1:]
+run = lambda *x: json.loads(subprocess.run(b + list(x), capture_output=True, text=True, check=True).stdout)
+z, i, bfs = run("--schedule", "interleaved-zb"), run("--schedule", "interleaved"), run("--schedule", "loopedbfs")
+assert z["plan"]["schedule"] == "interleaved-zb" and bfs["plan"]["schedule"] == "looped-bfs", (z["plan"], bfs["plan"])
+assert [x["inflight_microbatches"] for x in z["memory_by_stage"]] == [4.0] * 4, z["memory_by_stage"]
+assert [x["inflight_microbatches"] for x in i["memory_by_stage"]] == [5.5, 4.5, 3.5, 2.5], i["memory_by_stage"]
+assert [x["inflight_microbatches"] for x in bfs["memory_by_stage"]] == [16.0] * 4, bfs["memory_by_stage"]
+assert abs(z["time"]["compute"] - i["time"]["compute"]) < 1e-9 and abs(bfs["time"]["compute"] - i["time"]["compute"]) < 1e-9
+' "$bin" --json "${izb[@]}"; then pass=$((pass+1)); else echo "FAIL interleaved-zb"; fail=$((fail+1)); fi
+expect interleaved-zb-vp 2 "vp_schedule: the interleaved-zb schedule runs vp > 1 model chunks per pipeline rank \(found vp=1\); with one chunk it is zero-bubble \(ZB-H1\)" -- "${izb[@]}" --vp 1 --schedule interleaved-zb
+expect interleaved-zb-rounds 2 "vp_microbatches: the interleaved-zb schedule runs rounds of m/r micro-batches, r = max\(1, floor\(m/pp\)\) = 2: it needs m=9 to be a multiple of 2" -- "${izb[@]}" --schedule interleaved-zb --gbs 18
+one_line_error interleaved-zb-rounds-one-line "${izb[@]}" --schedule interleaved-zb --gbs 18
 # Megatron-Core's combined 1F1B needs EP and one stage or the interleaved schedule (key ep_overlap).
 expect ep-overlap-1f1b-pp 2 "ep_overlap: overlapping the expert all-to-alls with the other micro-batch \(Megatron-Core's combined 1F1B\) needs ep > 1 and pp=1 \(1f1b\) or the interleaved schedule with vp > 1 \(ep=8, pp=4, schedule 1f1b, vp=1\)" -- "${dpv[@]}" --overlap-moe-expert-parallel-comm yes
 one_line_error ep-overlap-one-line "${dpv[@]}" --overlap-moe-expert-parallel-comm yes

@@ -58,7 +58,7 @@ struct PlanTrainArgs {
   int64_t flow_rerank = 0;  // --flow-rerank (0: 3 x --top)
   int threads = 0;
   int64_t max_tp = 0, max_pp = 0, max_cp = 8, max_ep = 0, max_vp = 0, max_mbs = 0;
-  std::string schedules = "gpipe,1f1b,interleaved,zero-bubble,zb-v,dualpipe-v";
+  std::string schedules = "gpipe,1f1b,interleaved,zero-bubble,zb-v,dualpipe-v,interleaved-zb";
   std::string shardings = "none,zero1,zero2,zero3,hsdp";
   std::string recomputes = "none,selective,full";
   std::string recompute_modules;  // --recompute-modules: what the selective plans re-run (empty: core_attn)

@@ -714,7 +714,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
                 "expert tensor parallelism: the routed experts split over this many of each TP group's ranks (Megatron-Core's "
                 "--expert-tensor-parallel-size; 0 = tp; below tp needs --sp yes)")
       ->capture_default_str();
-  c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved; zb-v and dualpipe-v: 2)")->capture_default_str();
+  c->add_option("--vp", a->vp, "virtual pipeline stages per rank (interleaved, interleaved-zb, looped-bfs; zb-v and dualpipe-v: 2)")->capture_default_str();
   c->add_option("--microbatch-group-size", a->microbatch_group,
                 "interleaved schedule: micro-batches run back to back on one model chunk before the next "
                 "(Megatron-Core's --microbatch-group-size-per-virtual-pipeline-stage; default pp; in [pp, m])");
@@ -738,7 +738,7 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--unsharded-layers", a->unsharded_layers,
                  "ZeRO-3 without PP: layers kept gathered (with --pp > 1 FSDP keeps every layer gathered, as PyTorch's pipelining does)");
   c->add_option("--fsdp-prefetch", a->fsdp_prefetch, "ZeRO-3: layers all-gathered ahead")->capture_default_str();
-  c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (zb-h1) | zb-v | dualpipe-v (default 1f1b; interleaved with --vp > 1)");
+  c->add_option("--schedule", a->schedule, "gpipe | 1f1b | interleaved | zero-bubble (zb-h1) | zb-v | dualpipe-v | interleaved-zb | looped-bfs (default 1f1b; interleaved with --vp > 1); torchtitan's names too (Interleaved1F1B, ZBVZeroBubble, InterleavedZeroBubble, LoopedBFS, DualPipeV)");
   c->add_option("--flash-attention", a->flash, "fused attention: yes | no")->capture_default_str();
   c->add_option("--fp8-attention", a->fp8_attention,
                 "--precision fp8: the attention core in fp8 too (Transformer Engine's FP8 DPA): yes | no (bf16, TE's default)")

@@ -52,10 +52,17 @@ class Trace {
     piece_ = Bytes::from_double(std::max(1.0, c_.layer_input.to_double() / (p_.sp ? d(p_.tp) : 1.0)));
     // The allocator's state repeats once the schedule is in its steady phase: micro-batches beyond 2 pp
     // (a multiple of pp, as interleaving needs; ZB-V's steady iterations start by then) add nothing
-    // new, except under GPipe, which holds them all.
+    // new, except under GPipe and looped BFS, which hold them all. The interleaved zero-bubble order
+    // keeps its rounds of n; its held mix repeats every n v steps from step s on (memory.cc,
+    // interleaved_peak_held), within 3 n micro-batches.
     replay_ = p_;
-    const int64_t cap = 2 * p_.pp;
-    if (p_.schedule != Schedule::kGpipe && p_.microbatches() > cap) replay_.gbs = cap * p_.dp * p_.mbs;
+    int64_t cap = 2 * p_.pp;
+    if (p_.schedule == Schedule::kInterleavedZeroBubble) {
+      replay_.microbatch_group = p_.microbatch_group_size();
+      cap = 3 * replay_.microbatch_group;
+    }
+    const bool holds_all = p_.schedule == Schedule::kGpipe || p_.schedule == Schedule::kLoopedBfs;
+    if (!holds_all && p_.microbatches() > cap) replay_.gbs = cap * p_.dp * p_.mbs;
     order_ = pipeline_order(replay_, s_);
     const size_t passes = static_cast<size_t>(replay_.microbatches() * p_.vp);
     saved_.resize(passes);

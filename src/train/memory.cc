@@ -25,8 +25,13 @@ Bytes scaled(int64_t params, double bytes_per_param) {
 // table entries the held mix repeats every n v steps, so the walk covers the first n v steps and those
 // from where the forwards near the last group: O(n v) steps, O(v) to start each range. Under combined
 // 1F1B (Plan::ep_a2a_overlap) a steady pair frees its backward's chunk before its forward's counts.
+// The interleaved zero-bubble order (torch's) walks the same table with its own warm-up, and what
+// frees a chunk is its W pass, which lags: steady step j runs forward warm + j, the B of entry j and,
+// from j = s on, the W of entry j - s, so after forward warm + j the entries before max(0, j - s) are
+// freed; the mix repeats every n v steps from step s on.
 std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::vector<int64_t>& resident) {
   const int64_t v = p.vp, total = p.microbatches() * v, warm = interleaved_warmup(p, s);
+  const int64_t lag = p.schedule == Schedule::kInterleavedZeroBubble ? s : 0;
   const int64_t steps = total - warm, period = p.microbatch_group_size() * v;
   const int64_t whole = (p.microbatches() / p.microbatch_group_size()) * period;  // entries in whole groups
   std::vector<int64_t> held(static_cast<size_t>(v), 0);
@@ -49,22 +54,24 @@ std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::v
   int64_t best_sum = sum;
   auto walk = [&](int64_t from, int64_t to) {
     if (from >= to) return;
-    set(warm + from, from);
+    set(warm + from, std::max<int64_t>(0, from - lag));
     for (int64_t j = from; j < to; ++j) {
-      const int64_t fc = interleaved_chunk(p, warm + j), bc = v - 1 - interleaved_chunk(p, j);
+      const int64_t fc = interleaved_chunk(p, warm + j);
+      const bool frees = j >= lag;  // the zero-bubble order's first s steps free nothing
+      const int64_t bc = frees ? v - 1 - interleaved_chunk(p, j - lag) : 0;
       // Combined 1F1B's pairs swap (v_peak_held): the backward frees as the forward saves.
-      const bool swap =
-          p.ep_a2a_overlap && (fc != bc || interleaved_microbatch(p, warm + j) != interleaved_microbatch(p, j));
+      const bool swap = frees && p.ep_a2a_overlap &&
+                        (fc != bc || interleaved_microbatch(p, warm + j) != interleaved_microbatch(p, j));
       if (swap) add(bc, -1);
       add(fc, 1);
       if (sum > best_sum) {
         best_sum = sum;
         best = held;
       }
-      if (!swap) add(bc, -1);
+      if (frees && !swap) add(bc, -1);
     }
   };
-  const int64_t first = std::min(steps, period);
+  const int64_t first = std::min(steps, lag + period);
   walk(0, first);
   walk(std::max(first, whole - warm), steps);
   return {best.begin(), best.end()};
@@ -128,7 +135,12 @@ MemoryBreakdown model_state_memory(int64_t params, const Plan& p, const MemoryCo
 double inflight_microbatches(const Plan& p, int64_t s) {
   const int64_t m = p.microbatches();
   switch (p.schedule) {
-    case Schedule::kGpipe: return d(m);
+    case Schedule::kGpipe:
+    case Schedule::kLoopedBfs: return d(m);  // every forward before the first backward
+    case Schedule::kInterleavedZeroBubble:
+      // The warm-up's (v - 1) n + p - 1 - s forwards, then one more per steady step and, from step s
+      // on, one W: (v - 1) n + p chunk passes at the most on every stage (interleaved_peak_held).
+      return d(std::min((p.vp - 1) * p.microbatch_group_size() + p.pp, m * p.vp)) / d(p.vp);
     case Schedule::kOneFOneB: return d(std::min(p.pp - s, m));  // combined 1F1B's pairs swap (v_peak_held)
     case Schedule::kZeroBubble: return d(std::min(p.pp, m));  // W of j runs after B of j + s
     case Schedule::kInterleaved: {
@@ -255,7 +267,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     std::vector<int64_t> resident(static_cast<size_t>(p.vp));
     for (size_t ch = 0; ch < resident.size(); ++ch) resident[ch] = (st.chunk_activations[ch] - st.chunk_offloaded[ch]).count();
     st.chunk_inflight.assign(resident.size(), st.inflight_microbatches);
-    if (p.schedule == Schedule::kInterleaved && p.vp > 1) st.chunk_inflight = interleaved_peak_held(p, s, resident);
+    if (p.interleaves()) st.chunk_inflight = interleaved_peak_held(p, s, resident);
     if (p.v_shape()) st.chunk_inflight = v_peak_held(p, s, resident, nullptr);
     double resident_held = 0.0;
     for (size_t ch = 0; ch < resident.size(); ++ch) resident_held += d(resident[ch]) * st.chunk_inflight[ch];

@@ -623,6 +623,71 @@ TEST(Memory, ZeroBubbleVPeakFollowsTheProgramOrder) {
   }
 }
 
+// The interleaved zero-bubble order (torch's ScheduleInterleavedZeroBubble) the same way, over the
+// whole order: the memory model walks 3 n micro-batches (memory.cc, v_peak_held). Counted: rank s
+// runs w = (v - 1) n + p - 1 - s warm-up forwards, then each steady step j a forward and, from j = s
+// on, a W, so it holds w + s + 1 = (v - 1) n + p chunk-micro-batches (at most m v) whatever s: in
+// whole-stage micro-batches ((v - 1) n + p) / v, against the interleaved 1F1B's (2 (p - s - 1) +
+// (v - 1) n + 1) / v, more on the last ranks, fewer on the first. n = m / max(1, floor(m / p)).
+TEST(Memory, InterleavedZeroBubblePeakFollowsTheProgramOrder) {
+  const model::ModelSpec model = model::ModelSpec::llama({24, 1024, 8, 8, 4096, 32000, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  struct Case {
+    int64_t p, v, m, first;
+  };
+  for (const Case& x : {Case{4, 2, 8, -1}, Case{4, 3, 12, -1}, Case{2, 2, 6, -1}, Case{4, 2, 10, -1}, Case{4, 2, 3, -1},
+                        Case{4, 2, 16, 0}, Case{2, 3, 8, -1}, Case{3, 2, 12, -1}, Case{2, 2, 20, -1}, Case{4, 2, 40, -1},
+                        Case{4, 3, 64, -1}, Case{3, 4, 6, -1}}) {
+    Plan p;
+    p.pp = x.p;
+    p.vp = x.v;
+    p.schedule = Schedule::kInterleavedZeroBubble;
+    p.gbs = x.m;
+    p.seq = 2048;
+    p.first_stage_layers = x.first;
+    p.last_stage_layers = x.first;
+    ASSERT_TRUE(validate_plan(model, p, x.p, gpu).empty()) << "p " << x.p << " v " << x.v << " m " << x.m;
+    const int64_t n = x.m / std::max<int64_t>(1, x.m / x.p);
+    const ModelCosts c = model_costs(model, p, compute::ComputeModel(gpu), NoComm{});
+    const MemoryReport r = memory_model(model, p, c, gpu);
+    for (int64_t s = 0; s < p.pp; ++s) {
+      const StageMemory& st = r.stages[static_cast<size_t>(s)];
+      EXPECT_NEAR(st.memory.activations.to_double(), order_peak(p, s, st), 1.0)
+          << "p " << x.p << " v " << x.v << " m " << x.m << " stage " << s;
+      int64_t held = 0, most = 0;  // chunk passes between a forward and its W, over the whole order
+      for (const PipelinePass& pass : pipeline_order(p, s)) {
+        if (pass.kind != PassKind::kBackward) held += pass.kind == PassKind::kForward ? 1 : -1;
+        most = std::max(most, held);
+      }
+      EXPECT_EQ(most, std::min((x.v - 1) * n + x.p, x.m * x.v)) << "p " << x.p << " v " << x.v << " m " << x.m << " stage " << s;
+      EXPECT_DOUBLE_EQ(st.inflight_microbatches, static_cast<double>(most) / static_cast<double>(x.v))
+          << "p " << x.p << " v " << x.v << " m " << x.m << " stage " << s;
+    }
+  }
+}
+
+// Looped BFS runs every forward before the first backward: every chunk holds all m micro-batches.
+TEST(Memory, LoopedBfsHoldsEveryMicroBatch) {
+  const model::ModelSpec model = model::ModelSpec::llama({24, 1024, 8, 8, 4096, 32000, 2048});
+  const hw::GpuSpec gpu = test_gpu();
+  Plan p;
+  p.pp = 3;
+  p.vp = 2;
+  p.schedule = Schedule::kLoopedBfs;
+  p.gbs = 7;
+  p.seq = 2048;
+  ASSERT_TRUE(validate_plan(model, p, 3, gpu).empty());
+  const ModelCosts c = model_costs(model, p, compute::ComputeModel(gpu), NoComm{});
+  const MemoryReport r = memory_model(model, p, c, gpu);
+  for (int64_t s = 0; s < p.pp; ++s) {
+    const StageMemory& st = r.stages[static_cast<size_t>(s)];
+    EXPECT_EQ(st.inflight_microbatches, 7.0);
+    EXPECT_NEAR(st.memory.activations.to_double(), order_peak(p, s, st), 1.0) << "stage " << s;
+    EXPECT_NEAR(st.memory.activations.to_double(),
+                7.0 * (st.chunk_activations[0] + st.chunk_activations[1]).to_double(), 1.0) << "stage " << s;
+  }
+}
+
 }  // namespace
 }  // namespace orrery::train
 

@@ -37,12 +37,18 @@ std::string_view name_in(const std::array<std::pair<std::string_view, E>, N>& ta
 constexpr std::array kSchedules = {std::pair<std::string_view, Schedule>{"gpipe", Schedule::kGpipe},
                                    std::pair<std::string_view, Schedule>{"1f1b", Schedule::kOneFOneB},
                                    std::pair<std::string_view, Schedule>{"interleaved", Schedule::kInterleaved},
+                                   std::pair<std::string_view, Schedule>{"interleaved1f1b", Schedule::kInterleaved},
                                    std::pair<std::string_view, Schedule>{"zero-bubble", Schedule::kZeroBubble},
                                    std::pair<std::string_view, Schedule>{"zb-h1", Schedule::kZeroBubble},
                                    std::pair<std::string_view, Schedule>{"zb-v", Schedule::kZeroBubbleV},
                                    std::pair<std::string_view, Schedule>{"zbv", Schedule::kZeroBubbleV},
+                                   std::pair<std::string_view, Schedule>{"zbvzerobubble", Schedule::kZeroBubbleV},
                                    std::pair<std::string_view, Schedule>{"dualpipe-v", Schedule::kDualPipeV},
-                                   std::pair<std::string_view, Schedule>{"dualpipev", Schedule::kDualPipeV}};
+                                   std::pair<std::string_view, Schedule>{"dualpipev", Schedule::kDualPipeV},
+                                   std::pair<std::string_view, Schedule>{"interleaved-zb", Schedule::kInterleavedZeroBubble},
+                                   std::pair<std::string_view, Schedule>{"interleavedzerobubble", Schedule::kInterleavedZeroBubble},
+                                   std::pair<std::string_view, Schedule>{"looped-bfs", Schedule::kLoopedBfs},
+                                   std::pair<std::string_view, Schedule>{"loopedbfs", Schedule::kLoopedBfs}};
 constexpr std::array kShardings = {std::pair<std::string_view, Sharding>{"none", Sharding::kNone},
                                    std::pair<std::string_view, Sharding>{"zero1", Sharding::kZero1},
                                    std::pair<std::string_view, Sharding>{"zero2", Sharding::kZero2},
@@ -430,6 +436,14 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
                                          "and leave a last group of 0 or at least pp (m mod n = {})",
                                          n, p.pp, m_mb, m_mb % n));
     }
+  } else if (p.schedule == Schedule::kInterleavedZeroBubble && p.microbatch_group == 0 &&
+             p.microbatches() % std::max<int64_t>(1, p.microbatches() / p.pp) != 0) {
+    // torch's ScheduleInterleavedZeroBubble runs rounds of m / r micro-batches, r = max(1, floor(m / pp)),
+    // and raises unless r divides m.
+    const int64_t m_mb = p.microbatches(), rounds = std::max<int64_t>(1, m_mb / p.pp);
+    add("vp_microbatches", fmt::format("the interleaved-zb schedule runs rounds of m/r micro-batches, r = max(1, "
+                                       "floor(m/pp)) = {}: it needs m={} to be a multiple of {}",
+                                       rounds, m_mb, rounds));
   } else if (p.schedule == Schedule::kDualPipeV && p.microbatches() < 2 * p.pp) {
     // torch's ScheduleDualPipeV raises below one micro-batch per virtual stage (its order's steady phase
     // runs m - 2 pp + s + 1 pairs on rank s).
@@ -438,14 +452,20 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
   }
   if (p.microbatch_group < 0 || (p.microbatch_group > 0 && (p.schedule != Schedule::kInterleaved || p.vp < 2))) {
     add("microbatch_group", fmt::format("a micro-batch group size ({}) applies to the interleaved schedule (vp > 1) and "
-                                        "must be positive", p.microbatch_group));
+                                        "must be positive (interleaved-zb takes torch's rounds)", p.microbatch_group));
   }
   if (p.v_shape() && p.vp != 2) {
     add("vp_schedule", fmt::format("the {} schedule runs two model chunks per pipeline rank in a V: it needs vp=2 "
                                    "(found vp={})",
                                    schedule_name(p.schedule), p.vp));
-  } else if (p.vp > 1 && p.schedule != Schedule::kInterleaved && !p.v_shape()) {
-    add("vp_schedule", fmt::format("vp={} needs --schedule interleaved, zb-v or dualpipe-v (schedule is {})", p.vp,
+  } else if (p.schedule == Schedule::kInterleavedZeroBubble && p.vp < 2) {
+    add("vp_schedule", fmt::format("the interleaved-zb schedule runs vp > 1 model chunks per pipeline rank (found vp={}); "
+                                   "with one chunk it is zero-bubble (ZB-H1)",
+                                   p.vp));
+  } else if (p.vp > 1 && p.schedule != Schedule::kInterleaved && p.schedule != Schedule::kInterleavedZeroBubble &&
+             p.schedule != Schedule::kLoopedBfs && !p.v_shape()) {
+    add("vp_schedule", fmt::format("vp={} needs --schedule interleaved, interleaved-zb, looped-bfs, zb-v or dualpipe-v "
+                                   "(schedule is {})", p.vp,
                                    schedule_name(p.schedule)));
   }
   if (p.ep_a2a_overlap && !p.combined_1f1b_applies()) {

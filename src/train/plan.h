@@ -33,6 +33,7 @@
 // Range of validity: dense and MoE decoder-only transformers (model/model_spec.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,8 +58,10 @@ namespace orrery::train {
 inline constexpr double kCpuAdamParamsPerSecond = 0.69e9;
 
 // kZeroBubble is ZB-H1; kZeroBubbleV is ZB-V (two model chunks per rank in a V: train/schedule.h);
-// kDualPipeV is DeepSeek's DualPipeV (the V, with paired forward and backward passes overlapped).
-enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble, kZeroBubbleV, kDualPipeV };
+// kDualPipeV is DeepSeek's DualPipeV (the V, with paired forward and backward passes overlapped);
+// kInterleavedZeroBubble is torch's interleaved ZB1P (vp > 1 chunks, each backward split, W passes
+// filling the bubble); kLoopedBfs is breadth-first pipelining (torch's ScheduleLoopedBFS).
+enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble, kZeroBubbleV, kDualPipeV, kInterleavedZeroBubble, kLoopedBfs };
 // Data-parallel sharding (Rajbhandari et al. 2020, ZeRO): none = plain DDP; zero1 = optimizer states
 // (Megatron's distributed optimizer); zero2 = + gradients; zero3 = + parameters (FSDP full shard).
 enum class Sharding { kNone, kZero1, kZero2, kZero3 };
@@ -177,7 +180,16 @@ struct Plan {
   // (Megatron-Core's microbatch_group_size_per_vp_stage; Llama 3's tunable N, Dubey et al. 2024 sec.
   // 3.3.2); 0 = pp, Megatron's default. In [pp, m], and a last, shorter group of at least pp.
   int64_t microbatch_group = 0;
-  int64_t microbatch_group_size() const { return microbatch_group > 0 ? microbatch_group : pp; }
+  // torch.distributed.pipelining's interleaved schedules run rounds of m / max(1, floor(m / pp))
+  // micro-batches instead (ScheduleInterleavedZeroBubble: microbatches_per_round; m a multiple of it).
+  int64_t microbatch_group_size() const {
+    if (microbatch_group > 0) return microbatch_group;
+    return schedule == Schedule::kInterleavedZeroBubble ? microbatches() / std::max<int64_t>(1, microbatches() / pp) : pp;
+  }
+  // Schedules whose chunks sit at virtual stage c pp + s and take vp > 1 (Megatron-Core's table).
+  bool interleaves() const {
+    return vp > 1 && (schedule == Schedule::kInterleaved || schedule == Schedule::kInterleavedZeroBubble);
+  }
   // Uneven pipeline stages: layers on the first / last model chunk (vp = 1: the first / last pipeline
   // stage; vp > 1: virtual stage 0 of rank 0 and virtual stage vp-1 of rank pp-1, as Megatron-Core's
   // account-for-embedding/loss-in-pipeline-split leaves them); -1 = the other chunks' share, 0 = none
@@ -324,7 +336,8 @@ struct Plan {
   // Whether the order's paired passes (PipelinePass::paired) run overlapped.
   bool overlaps_pairs() const { return schedule == Schedule::kDualPipeV ? overlap_f_b : ep_a2a_overlap; }
   bool splits_backward() const {
-    return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV;
+    return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV ||
+           schedule == Schedule::kInterleavedZeroBubble;
   }
   // FSDP (ZeRO-3, HSDP) under pipeline parallelism, as PyTorch's pipelining runs it, the one framework
   // that combines the two (DeepSpeed's PipelineEngine refuses ZeRO-2/3; Megatron-Bridge states FSDP2

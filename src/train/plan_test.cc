@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "train/test_support.h"
@@ -90,6 +91,40 @@ TEST(Plan, EveryConstraintHasItsKey) {
     p.gbs = 4;
     p.vp = 1;
     EXPECT_TRUE(has_key(validate_plan(m, p, 2, gpu), "vp_schedule"));
+  }
+  {
+    // torch's ScheduleInterleavedZeroBubble: several stages per rank, and rounds of m / r micro-batches,
+    // r = max(1, floor(m / pp)) dividing m. On pp 2: m = 4 (r 2), 3 (r 1) and 6 (r 3) valid; 5 (r 2) and
+    // 9 (r 4) not. One chunk per rank is ZB-H1's order, named as such; no Megatron group size.
+    Plan p;
+    p.pp = 2;
+    p.vp = 2;
+    p.schedule = Schedule::kInterleavedZeroBubble;
+    for (int64_t ok : {4, 3, 6}) {
+      p.gbs = ok;
+      EXPECT_TRUE(validate_plan(m, p, 2, gpu).empty()) << ok;
+    }
+    for (const auto& [bad, rounds] : {std::pair<int64_t, int64_t>{5, 2}, {9, 4}}) {
+      p.gbs = bad;
+      const auto e = validate_plan(m, p, 2, gpu);
+      ASSERT_TRUE(has_key(e, "vp_microbatches")) << bad;
+      EXPECT_NE(e.front().message.find(fmt::format("needs m={} to be a multiple of {}", bad, rounds)), std::string::npos)
+          << e.front().message;
+    }
+    p.gbs = 4;
+    p.microbatch_group = 2;
+    EXPECT_TRUE(has_key(validate_plan(m, p, 2, gpu), "microbatch_group"));
+    p.microbatch_group = 0;
+    p.vp = 1;
+    const auto e = validate_plan(m, p, 2, gpu);
+    ASSERT_TRUE(has_key(e, "vp_schedule"));
+    EXPECT_NE(e.front().message.find("zero-bubble (ZB-H1)"), std::string::npos) << e.front().message;
+    // Looped BFS takes any number of chunks.
+    p.schedule = Schedule::kLoopedBfs;
+    for (int64_t v : {1, 2, 4}) {
+      p.vp = v;
+      EXPECT_TRUE(validate_plan(m, p, 2, gpu).empty()) << v;
+    }
   }
   {
     // Megatron-Core's combined 1F1B needs EP (Megatron asserts expert_model_parallel_size > 1) and pp 1

@@ -208,7 +208,7 @@ std::vector<Plan> enumerate_plans(const model::ModelSpec& model, const ClusterSp
               if (chunks_fit(2)) schedules.emplace_back(s, 2);  // the V's two chunks
               continue;
             }
-            if (s != Schedule::kInterleaved) {
+            if (s != Schedule::kInterleaved && s != Schedule::kInterleavedZeroBubble && s != Schedule::kLoopedBfs) {
               schedules.emplace_back(s, 1);
               continue;
             }

@@ -71,10 +71,12 @@ struct SearchSpace {
   int64_t max_pp = 0;   // pp: divisors of layers up to this; 0 = no limit
   int64_t max_cp = 8;   // cp: powers of two up to this with 2 cp dividing seq; 1 = no CP; 0 = no limit
   int64_t max_ep = 0;   // ep (MoE): divisors of experts dividing dp*cp (tp*dp*cp/etp) up to this; 0 = no limit
-  int64_t max_vp = 0;   // interleaved: vp >= 2 dividing layers/pp up to this; 0 = no limit
+  int64_t max_vp = 0;   // interleaved, interleaved-zb, looped-bfs: vp >= 2 dividing layers/pp up to this; 0 = no limit
   int64_t max_mbs = 0;  // mbs: powers of two dividing gbs/dp up to this; 0 = no limit
-  std::vector<Schedule> schedules = {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kInterleaved,
-                                     Schedule::kZeroBubble, Schedule::kZeroBubbleV, Schedule::kDualPipeV};
+  // (looped-bfs, every micro-batch of every chunk held, is searched when named.)
+  std::vector<Schedule> schedules = {Schedule::kGpipe,      Schedule::kOneFOneB,   Schedule::kInterleaved,
+                                     Schedule::kZeroBubble, Schedule::kZeroBubbleV, Schedule::kDualPipeV,
+                                     Schedule::kInterleavedZeroBubble};
   std::vector<Sharding> shardings = {Sharding::kNone, Sharding::kZero1, Sharding::kZero2, Sharding::kZero3};
   bool hsdp = true;  // also zero3 within every HSDP shard group g, 1 < g < dp, g dividing dp
   std::vector<Recompute> recomputes = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};

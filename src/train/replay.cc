@@ -46,7 +46,8 @@ const std::vector<std::string>& measured_run_optional_columns() {
   static const std::vector<std::string> v = {"model",           "capacity_factor",     "grad_bytes",        "attention_kernel",
                                              "moe_dispatcher", "moe_ranks_per_token", "first_stage_layers", "last_stage_layers",
                                              "optimizer_dtype", "master_weights", "fp8_recipe", "etp", "dropout",
-                                             "cp_comm_type", "tp_comm_overlap", "microbatch_group_size", "ep_overlap"};
+                                             "cp_comm_type", "tp_comm_overlap", "microbatch_group_size", "ep_overlap",
+                                             "schedule"};
   return v;
 }
 
@@ -250,6 +251,8 @@ std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
       throw InputError(at.with_key("ep_overlap"), fmt::format("expected yes or no, found '{}' (row {})", optional("ep_overlap"), r.id),
                        suggest(r.ep_overlap, {"yes", "no"}));
     }
+    r.schedule = optional("schedule");
+    if (!r.schedule.empty()) r.schedule = std::string(schedule_name(parse_schedule(r.schedule, at.with_key("schedule"))));
     r.master_weights = optional("master_weights");
     if (!r.master_weights.empty()) parse_master_weights(r.master_weights, at.with_key("master_weights"));
     r.moe_dispatcher = optional("moe_dispatcher");
@@ -350,7 +353,7 @@ std::vector<std::pair<std::string, std::string>> replay_flags(const MeasuredRun&
       {"--cp", fmt_count(r.cp)},
       {"--ep", fmt_count(r.ep)},
       {"--vp", fmt_count(vp)},
-      {"--schedule", vp > 1 ? "interleaved" : "1f1b"},
+      {"--schedule", !r.schedule.empty() ? r.schedule : vp > 1 ? "interleaved" : "1f1b"},
       {"--mbs", fmt_count(r.mbs > 0 ? r.mbs : 1)},
       {"--gbs", fmt_count(r.gbs)},
       {"--sp", r.sp.empty() ? (r.tp > 1 ? "yes" : "no") : r.sp},

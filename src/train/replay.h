@@ -54,6 +54,8 @@
 //   microbatch_group_size: the interleaved schedule's micro-batch group (--microbatch-group-size; empty: pp).
 //   tp_comm_overlap: yes | te | async | no (PyTorch's async TP), where a run states it (--tp-comm-overlap; empty: the source's rule above);
 //   ep_overlap: yes | no, Megatron-Core's overlap_moe_expert_parallel_comm (--overlap-moe-expert-parallel-comm; empty: no);
+//   schedule: any --schedule name (e.g. torchtitan's interleaved-zb or looped-bfs; empty: interleaved
+//     when vp > 1, else 1f1b);
 //     e.g. torchtitan's async TP. NeMo's
 //     distributed_fused_adam with optim.dtype bf16 on a bf16 model: bf16 moments and no master copy.
 #pragma once
@@ -87,6 +89,7 @@ struct MeasuredRun {
   std::string cp_comm_type;                     // optional column, "" = p2p
   std::string tp_comm_overlap;                  // optional column: yes | te | async | no, "" = the source's rule
   std::string ep_overlap;                       // optional column: yes | no (Megatron's combined 1F1B), "" = no
+  std::string schedule;                         // optional column: a --schedule name (canonical), "" = the vp rule
   double dropout = -1.0;  // optional column: attention and hidden dropout, -1 = not stated (the model's)
   double params_b = 0.0;  // billions, as the source states the model size
   int64_t layers = 0, hidden = 0, heads = 0, kv_heads = 0, ffn = 0, vocab = 0;

@@ -327,6 +327,17 @@ TEST(Replay, CompileNotesAndTpOverlapColumnMapOntoTheirFlags) {
                 .count("--overlap-moe-expert-parallel-comm"),
             0u);
   EXPECT_NE(error_of(he + row.substr(0, row.size() - 1) + ",on\n").find("[ep_overlap]"), std::string::npos);
+  // schedule maps onto --schedule by its canonical name (torchtitan's InterleavedZeroBubble, lowercased,
+  // is interleaved-zb); empty keeps the vp rule (1f1b here, vp 1); an unknown name names its column and
+  // the nearest schedule.
+  const std::string hs = h.substr(0, h.size() - 1) + ",schedule\n";
+  EXPECT_EQ(flags(read_measured_runs(write("sch", hs + row.substr(0, row.size() - 1) + ",InterleavedZeroBubble\n"))[0])
+                ["--schedule"],
+            "interleaved-zb");
+  EXPECT_EQ(flags(read_measured_runs(write("sch0", hs + row.substr(0, row.size() - 1) + ",\n"))[0])["--schedule"], "1f1b");
+  const std::string unknown = error_of(hs + row.substr(0, row.size() - 1) + ",interleaved-zv\n");
+  EXPECT_NE(unknown.find("[schedule]"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("interleaved-zb"), std::string::npos) << unknown;
 }
 
 // etp: NeMo's DeepSeek-V3 recipe on H100 runs its experts at expert TP 1 beside TP 2 (dgxc-benchmarking

@@ -77,6 +77,51 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       for (int32_t j = total - warm; j < total; ++j) b(j);
       break;
     }
+    case Schedule::kInterleavedZeroBubble: {
+      // torch.distributed.pipelining's ScheduleInterleavedZeroBubble (_get_1f1b_rank_ops with
+      // enable_zero_bubble): the interleaved table in rounds of n = Plan::microbatch_group_size()
+      // micro-batches, warm-up (v - 1) n + p - 1 - s forwards, then forward warm + j and B of entry j;
+      // from steady step s on each step ends with the W of the oldest B still waiting (FIFO), the
+      // cool-down's B passes likewise, and the W passes left at the end.
+      const auto v = static_cast<int32_t>(plan.vp);
+      const int32_t total = m * v;
+      out.reserve(static_cast<size_t>(3 * total));
+      std::vector<std::pair<int32_t, int32_t>> queued;  // B passes in order: (micro-batch, chunk)
+      size_t next_w = 0;
+      auto weight = [&] {
+        const auto [mb, c] = queued[next_w++];
+        out.push_back({PassKind::kWeight, mb, c});
+      };
+      auto input = [&](int32_t j) {
+        const int32_t mb = interleaved_microbatch(plan, j), c = v - 1 - interleaved_chunk(plan, j);
+        out.push_back({PassKind::kBackward, mb, c});
+        queued.emplace_back(mb, c);
+        if (j >= s) weight();
+      };
+      const auto warm = static_cast<int32_t>(interleaved_warmup(plan, s));
+      for (int32_t k = 0; k < warm; ++k) fwd(interleaved_microbatch(plan, k), interleaved_chunk(plan, k));
+      for (int32_t j = 0; j < total - warm; ++j) {
+        fwd(interleaved_microbatch(plan, warm + j), interleaved_chunk(plan, warm + j));
+        input(j);
+      }
+      for (int32_t j = total - warm; j < total; ++j) input(j);
+      while (next_w < queued.size()) weight();
+      break;
+    }
+    case Schedule::kLoopedBfs: {
+      // torch.distributed.pipelining's ScheduleLoopedBFS (Lamy-Poirier 2023, breadth-first): every
+      // micro-batch's forward on chunk 0, then on chunk 1, ...; then the backwards, last chunk first,
+      // each chunk's micro-batches last first.
+      const auto v = static_cast<int32_t>(plan.vp);
+      out.reserve(static_cast<size_t>(2 * m * v));
+      for (int32_t c = 0; c < v; ++c) {
+        for (int32_t i = 0; i < m; ++i) fwd(i, c);
+      }
+      for (int32_t c = v - 1; c >= 0; --c) {
+        for (int32_t i = m - 1; i >= 0; --i) bwd(i, c);
+      }
+      break;
+    }
     case Schedule::kZeroBubbleV: {
       // torch.distributed.pipelining's ScheduleZBVZeroBubble (_calculate_single_rank_operations), with
       // chunk 0 = virtual stage s and chunk 1 = 2p - 1 - s. It lays the order out for
@@ -221,8 +266,11 @@ int32_t interleaved_microbatch(const Plan& plan, int64_t k) {
 
 int64_t interleaved_warmup(const Plan& plan, int64_t stage) {
   const int64_t total = plan.microbatches() * plan.vp, p = plan.pp;
+  // torch's zero-bubble variant warms up one forward per hop instead of two (_get_warmup_ops,
+  // multiply_factor 1): its B passes are shorter and its W passes fill the wait.
+  const int64_t per_hop = plan.schedule == Schedule::kInterleavedZeroBubble ? 1 : 2;
   return plan.vp == 1 ? std::min(p - stage - 1, total)
-                      : std::min(2 * (p - stage - 1) + (plan.vp - 1) * plan.microbatch_group_size(), total);
+                      : std::min(per_hop * (p - stage - 1) + (plan.vp - 1) * plan.microbatch_group_size(), total);
 }
 
 }  // namespace orrery::train

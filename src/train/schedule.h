@@ -32,6 +32,15 @@
 //     (B0 split); the W passes left. A pair (X & Y) is a forward and a whole backward (input and weight
 //     gradients) run together (PipelinePass::paired); W passes run from a FIFO queue of the split
 //     backwards. Activations held per rank: the walk of this order (train/memory.h).
+//   Interleaved zero bubble (torch.distributed.pipelining's ScheduleInterleavedZeroBubble, the
+//     interleaved ZB1P of Qi et al. 2024) with v > 1 chunks: the interleaved table in torch's rounds of
+//     n = m / max(1, floor(m / p)) micro-batches (m a multiple of the rounds), warm-up
+//     min((v - 1) n + p - 1 - s, m v) (one forward per hop, not two), then forward warm + j and the
+//     input gradient B of entry j; from steady step s on (rank s) each step, the cool-down's too, ends
+//     with the W of the oldest waiting B; the W passes left at the end.
+//   Looped BFS (Lamy-Poirier 2023, "Breadth-First Pipeline Parallelism"; torch's ScheduleLoopedBFS):
+//     all m forwards of chunk 0, then of chunk 1, ...; then the backwards from the last chunk down, each
+//     chunk's micro-batches last first. It holds every micro-batch of every chunk, as GPipe.
 //   Ideal bubble with zero communication and equal stages (forward tf, backward tb = B + W):
 //     GPipe and 1F1B (p - 1)(tf + tb), a fraction (p - 1)/m of the ideal m(tf + tb);
 //     interleaved (p - 1)(tf + tb)/v, a fraction (p - 1)/(v m); ZB-H1 (p - 1)(tf + B - W); ZB-V
@@ -66,7 +75,7 @@ inline bool closes_pair(const PipelinePass& x) {
   return x.paired && (x.kind == PassKind::kWeight || (x.kind == PassKind::kBackward && !x.full));
 }
 
-// Program order of stage `stage` (0-based), W passes included for ZB-H1 and ZB-V. REQUIRES: a valid plan.
+// Program order of stage `stage` (0-based), W passes included for the schedules that split backwards. REQUIRES: a valid plan.
 std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage);
 
 // The interleaved order's table (Megatron-Core's get_schedule_table), O(1) per entry: the model chunk

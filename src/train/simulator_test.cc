@@ -201,6 +201,33 @@ TEST(Simulator, ZeroBubbleVBubbleIsTheFirstArmsFill) {
   }
 }
 
+// The orders and timelines worked by hand below: p = 2, two chunks per rank (the V's, or interleaved),
+// m = 4; the timelines on four_layers(), one layer per chunk.
+Plan two_chunk_plan(Schedule schedule) {
+  Plan plan;
+  plan.pp = 2;
+  plan.vp = 2;
+  plan.gbs = 4;
+  plan.schedule = schedule;
+  return plan;
+}
+const model::ModelSpec& four_layers() {
+  static const model::ModelSpec m = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
+  return m;
+}
+
+// The step's backward passes start where `b_start` (ms by rank, chunk, micro-batch) says, each once.
+void expect_backward_starts(const StepResult& r, const std::map<std::tuple<int, int, int>, int>& b_start) {
+  size_t seen = 0;
+  for (const PassTiming& x : r.passes) {
+    if (x.kind != PassKind::kBackward) continue;
+    EXPECT_EQ(x.start, ms(b_start.at({x.stage, x.chunk, x.microbatch})))
+        << "rank " << x.stage << " chunk " << x.chunk << " mb " << x.microbatch;
+    ++seen;
+  }
+  EXPECT_EQ(seen, b_start.size());
+}
+
 // DualPipeV with each chunk's F = B = W = t and no communication, p = 2, m = 4 (orders as in
 // Schedule.DualPipeVFollowsTorchsOrder; virtual stages 0 and 3 on rank 0, 1 and 2 on rank 1; a whole
 // backward B* takes 2t and its input gradient leaves at its end), by hand in units of t:
@@ -216,12 +243,8 @@ TEST(Simulator, DualPipeVStepFollowsItsOrder) {
   Fixture f;
   const FixedComm comm(Time::zero(), Time::zero());
   const ModelCosts c = synthetic(4, ms(1), ms(1), ms(1));  // one layer per chunk: t = 1 ms
-  Plan plan;
-  plan.pp = 2;
-  plan.vp = 2;
-  plan.gbs = 4;
-  plan.schedule = Schedule::kDualPipeV;
-  const model::ModelSpec model = model::ModelSpec::llama({4, 1024, 8, 8, 4096, 32000, 1024});
+  Plan plan = two_chunk_plan(Schedule::kDualPipeV);
+  const model::ModelSpec& model = four_layers();
   ASSERT_TRUE(validate_plan(model, plan, 2, f.gpu).empty());
   // Backward starts by (rank, chunk, micro-batch), from the hand timeline above.
   const std::map<std::tuple<int, int, int>, int> b_start = {
@@ -234,15 +257,88 @@ TEST(Simulator, DualPipeVStepFollowsItsOrder) {
     plan.overlap_f_b = overlap;
     const StepResult r = simulate_step(model, plan, c, f.cm, comm, opts);
     EXPECT_EQ(r.step_time, ms(25) + f.opt()) << overlap;
-    size_t seen = 0;
-    for (const PassTiming& x : r.passes) {
-      if (x.kind != PassKind::kBackward) continue;
-      EXPECT_EQ(x.start, ms(b_start.at({x.stage, x.chunk, x.microbatch})))
-          << "rank " << x.stage << " chunk " << x.chunk << " mb " << x.microbatch;
-      ++seen;
-    }
-    EXPECT_EQ(seen, b_start.size());
+    expect_backward_starts(r, b_start);
   }
+}
+
+// The interleaved zero-bubble order (Schedule.InterleavedZeroBubbleFollowsTorchsOrder, p = 2, v = 2,
+// m = 4) with each chunk's F = B = W = t and no communication; virtual stages 0 and 2 on rank 0, 1 and 3
+// on rank 1 (chunk c of rank s is c p + s). By hand in units of t, F<virtual stage>.<micro-batch>, each
+// pass waiting for its rank's previous one, a forward for the previous virtual stage's, a B for the
+// next one's (the last virtual stage's for its own forward):
+//   rank 0: F0.0 0-1, F0.1 1-2, F2.0 2-3, F2.1 3-4, B2.0 5-6, W2.0 6-7, F0.2 7-8, B2.1 8-9, W2.1 9-10,
+//           F0.3 10-11, B0.0 11-12, W0.0 12-13, F2.2 13-14, B0.1 14-15, W0.1 15-16, F2.3 16-17,
+//           B2.2 17-18, W2.2 18-19, B2.3 19-20, W2.3 20-21, B0.2 21-22, W0.2 22-23, B0.3 23-24, W0.3 24-25
+//   rank 1: F1.0 1-2, F1.1 2-3, F3.0 3-4, B3.0 4-5, F3.1 5-6, B3.1 6-7, W3.0 7-8, F1.2 8-9, B1.0 9-10,
+//           W3.1 10-11, F1.3 11-12, B1.1 12-13, W1.0 13-14, F3.2 14-15, B3.2 15-16, W1.1 16-17,
+//           F3.3 17-18, B3.3 18-19, W3.2 19-20, B1.2 20-21, W3.3 21-22, B1.3 22-23, W1.2 23-24, W1.3 24-25
+// 25t, each rank busy 24t; Megatron's interleaved 1F1B on the same chunks idles (p - 1)(tf + tb)/v =
+// 3t (Simulator.InterleavedBubbleShrinksByV's rule), 27t.
+TEST(Simulator, InterleavedZeroBubbleStepFollowsItsOrder) {
+  Fixture f;
+  const FixedComm comm(Time::zero(), Time::zero());
+  const ModelCosts c = synthetic(4, ms(1), ms(1), ms(1));  // one layer per chunk: t = 1 ms
+  Plan plan = two_chunk_plan(Schedule::kInterleavedZeroBubble);
+  const model::ModelSpec& model = four_layers();
+  ASSERT_TRUE(validate_plan(model, plan, 2, f.gpu).empty());
+  const std::map<std::tuple<int, int, int>, int> b_start = {
+      {{0, 1, 0}, 5},  {{0, 1, 1}, 8},  {{0, 0, 0}, 11}, {{0, 0, 1}, 14}, {{0, 1, 2}, 17}, {{0, 1, 3}, 19},
+      {{0, 0, 2}, 21}, {{0, 0, 3}, 23}, {{1, 1, 0}, 4},  {{1, 1, 1}, 6},  {{1, 0, 0}, 9},  {{1, 0, 1}, 12},
+      {{1, 1, 2}, 15}, {{1, 1, 3}, 18}, {{1, 0, 2}, 20}, {{1, 0, 3}, 22}};
+  StepOptions opts;
+  opts.record_passes = true;
+  const StepResult r = simulate_step(model, plan, c, f.cm, comm, opts);
+  EXPECT_EQ(r.step_time, ms(25) + f.opt());
+  expect_backward_starts(r, b_start);
+  plan.schedule = Schedule::kInterleaved;
+  EXPECT_EQ(simulate_step(model, plan, c, f.cm, comm).step_time, ms(27) + f.opt());
+}
+
+// Every interleaved zero-bubble order runs to the end (no rank waits on a pass that waits on it), with
+// fewer micro-batches than stages too (torch pads those with idle slots), and keeps each rank busy its
+// 3 v m chunk passes.
+TEST(Simulator, InterleavedZeroBubbleOrdersRunToTheEnd) {
+  Fixture f;
+  const FixedComm comm(Time::zero(), Time::zero());
+  for (const auto& [pp, v, m] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 8}, {4, 2, 1}, {4, 2, 2}, {4, 2, 3},
+                                 {4, 4, 6}, {4, 2, 10}, {3, 2, 12}, {2, 4, 6}, {8, 2, 24}, {8, 2, 5}}) {
+    const int64_t layers = pp * v;
+    const ModelCosts c = synthetic(static_cast<int>(layers), ms(1), ms(1), ms(1));
+    const model::ModelSpec model = model::ModelSpec::llama({layers, 1024, 8, 8, 4096, 32000, 1024});
+    Plan plan;
+    plan.pp = pp;
+    plan.vp = v;
+    plan.gbs = m;
+    plan.schedule = Schedule::kInterleavedZeroBubble;
+    ASSERT_TRUE(validate_plan(model, plan, pp, f.gpu).empty()) << pp << " " << v << " " << m;
+    StepOptions opts;
+    opts.record_passes = true;
+    const StepResult r = simulate_step(model, plan, c, f.cm, comm, opts);
+    std::vector<Time> busy(static_cast<size_t>(pp));
+    for (const PassTiming& x : r.passes) busy[static_cast<size_t>(x.stage)] += x.end - x.start;
+    for (int64_t s = 0; s < pp; ++s) {
+      EXPECT_EQ(busy[static_cast<size_t>(s)], ms(3) * (v * m)) << "p " << pp << " v " << v << " m " << m << " stage " << s;
+    }
+    EXPECT_GE(r.step_time, ms(3) * (v * m) + f.opt());
+  }
+}
+
+// Looped BFS (Schedule.LoopedBfsRunsEachChunkBreadthFirst), p = 2, v = 2, m = 3, each chunk's F = t and
+// whole backward 2t, no communication; by hand (F/B<virtual stage>.<micro-batch>):
+//   rank 0: F0.0 0-1, F0.1 1-2, F0.2 2-3, F2.0 3-4, F2.1 4-5, F2.2 5-6, B2.2 9-11, B2.1 11-13,
+//           B2.0 13-15, B0.2 15-17, B0.1 17-19, B0.0 19-21
+//   rank 1: F1.0 1-2, F1.1 2-3, F1.2 3-4, F3.0 4-5, F3.1 5-6, F3.2 6-7, B3.2 7-9, B3.1 9-11, B3.0 11-13,
+//           B1.2 13-15, B1.1 15-17, B1.0 17-19
+// 21t, each rank busy 18t.
+TEST(Simulator, LoopedBfsStepFollowsItsOrder) {
+  Fixture f;
+  const FixedComm comm(Time::zero(), Time::zero());
+  const ModelCosts c = synthetic(4, ms(1), ms(1), ms(1));
+  Plan plan = two_chunk_plan(Schedule::kLoopedBfs);
+  plan.gbs = 3;
+  const model::ModelSpec& model = four_layers();
+  ASSERT_TRUE(validate_plan(model, plan, 2, f.gpu).empty());
+  EXPECT_EQ(simulate_step(model, plan, c, f.cm, comm).step_time, ms(21) + f.opt());
 }
 
 // DualPipeV's pairs on one rank (p = 1, so the step is the compute stream's sum): rank 0's order has
@@ -920,30 +1016,31 @@ TEST(Schedule, OneFOneBWarmupAndInterleavedChunks) {
   EXPECT_EQ(q[4].microbatch, 0);
 }
 
-// The orders worked by hand below: pp 2, the V's two chunks, 4 micro-batches.
-Plan v_plan(Schedule schedule) {
-  Plan p;
-  p.pp = 2;
-  p.vp = 2;
-  p.gbs = 4;
-  p.schedule = schedule;
-  return p;
-}
-
-// A V-shaped order (two chunks per rank) of m micro-batches: every pass once, F before B before W.
-void expect_v_passes_once_in_order(const std::vector<PipelinePass>& o, int64_t m, const std::string& where) {
-  ASSERT_EQ(o.size(), static_cast<size_t>(6 * m)) << where;
+// An order of v chunks per rank (the V's two by default) and m micro-batches with every backward split:
+// every pass once, F before B before W.
+void expect_v_passes_once_in_order(const std::vector<PipelinePass>& o, int64_t m, const std::string& where, int v = 2) {
+  ASSERT_EQ(o.size(), static_cast<size_t>(3 * v * m)) << where;
   std::map<std::tuple<int, int, int>, size_t> at;  // (chunk, micro-batch, kind) -> position
   for (size_t i = 0; i < o.size(); ++i) {
     EXPECT_TRUE(at.emplace(std::tuple{o[i].chunk, o[i].microbatch, static_cast<int>(o[i].kind)}, i).second) << where;
   }
-  for (int c = 0; c < 2; ++c) {
+  for (int c = 0; c < v; ++c) {
     for (int mb = 0; mb < m; ++mb) {
       const size_t fw = at.at({c, mb, 0}), b = at.at({c, mb, 1}), w = at.at({c, mb, 2});
       EXPECT_LT(fw, b) << where;
       EXPECT_LT(b, w) << where;
     }
   }
+}
+
+// An order as text: F, B or W, then <chunk>.<micro-batch>, each followed by a space.
+std::string order_text(const std::vector<PipelinePass>& o) {
+  std::string out;
+  for (const PipelinePass& x : o) {
+    out += x.kind == PassKind::kForward ? 'F' : x.kind == PassKind::kBackward ? 'B' : 'W';
+    out += std::to_string(x.chunk) + "." + std::to_string(x.microbatch) + " ";
+  }
+  return out;
 }
 
 // ZB-V's order against torch.distributed.pipelining's ScheduleZBVZeroBubble
@@ -957,15 +1054,8 @@ void expect_v_passes_once_in_order(const std::vector<PipelinePass>& o, int64_t m
 // (F<chunk>.<micro-batch>.) With m < 2p - 1 it drops the passes of micro-batches m and above from the
 // order for 2p - 1; every order holds each pass once, F before B before W.
 TEST(Schedule, ZeroBubbleVFollowsTorchsOrder) {
-  const Plan p = v_plan(Schedule::kZeroBubbleV);
-  auto text = [](const std::vector<PipelinePass>& o) {
-    std::string out;
-    for (const PipelinePass& x : o) {
-      out += x.kind == PassKind::kForward ? 'F' : x.kind == PassKind::kBackward ? 'B' : 'W';
-      out += std::to_string(x.chunk) + "." + std::to_string(x.microbatch) + " ";
-    }
-    return out;
-  };
+  const Plan p = two_chunk_plan(Schedule::kZeroBubbleV);
+  auto text = order_text;
   EXPECT_EQ(text(pipeline_order(p, 0)),
             "F0.0 F0.1 F0.2 F1.0 B1.0 W1.0 F1.1 B1.1 W1.1 F0.3 B0.0 W0.0 F1.2 B1.2 W1.2 B0.1 W0.1 F1.3 B1.3 W1.3 "
             "B0.2 W0.2 B0.3 W0.3 ");
@@ -997,7 +1087,7 @@ TEST(Schedule, ZeroBubbleVFollowsTorchsOrder) {
 // Every order holds each pass once, F before B before W, the W right after its B when whole; a pair is
 // a forward and the whole backward after it.
 TEST(Schedule, DualPipeVFollowsTorchsOrder) {
-  const Plan p = v_plan(Schedule::kDualPipeV);
+  const Plan p = two_chunk_plan(Schedule::kDualPipeV);
   auto text = [](const std::vector<PipelinePass>& o) {
     std::string out;
     for (const PipelinePass& x : o) {
@@ -1080,6 +1170,49 @@ TEST(Schedule, InterleavedGroupsFollowMegatronsTable) {
   for (size_t i = 0; i < od.size(); ++i) {
     EXPECT_EQ(od[i].microbatch, on[i].microbatch);
     EXPECT_EQ(od[i].chunk, on[i].chunk);
+  }
+}
+
+// The interleaved zero-bubble order against torch.distributed.pipelining's ScheduleInterleavedZeroBubble
+// (_calculate_single_rank_operations and _get_1f1b_rank_ops with enable_zero_bubble), worked by hand for
+// p = 2, v = 2, m = 4: rounds max(1, 4 / 2) = 2 of n = 2; the forward table (chunk.micro-batch) 0.0 0.1
+// 1.0 1.1 0.2 0.3 1.2 1.3, the backward's the same with the chunks reversed: 1.0 1.1 0.0 0.1 1.2 1.3 0.2
+// 0.3. Warm-up (v - 1) n + p - 1 - s: 3 forwards on rank 0, 2 on rank 1; each steady step a forward, the
+// next B, and from step s on the W of the oldest B; the cool-down's B passes likewise; the Ws left.
+//   rank 0: F0.0 F0.1 F1.0 | F1.1 B1.0 W1.0 | F0.2 B1.1 W1.1 | F0.3 B0.0 W0.0 | F1.2 B0.1 W0.1 | F1.3 B1.2 W1.2
+//           | B1.3 W1.3 | B0.2 W0.2 | B0.3 W0.3
+//   rank 1: F0.0 F0.1 | F1.0 B1.0 | F1.1 B1.1 W1.0 | F0.2 B0.0 W1.1 | F0.3 B0.1 W0.0 | F1.2 B1.2 W0.1
+//           | F1.3 B1.3 W1.2 | B0.2 W1.3 | B0.3 W0.2 | W0.3
+// Every order of several (p, v, m) holds each pass once, F before B before W.
+TEST(Schedule, InterleavedZeroBubbleFollowsTorchsOrder) {
+  const Plan p = two_chunk_plan(Schedule::kInterleavedZeroBubble);
+  auto text = order_text;
+  EXPECT_EQ(text(pipeline_order(p, 0)),
+            "F0.0 F0.1 F1.0 F1.1 B1.0 W1.0 F0.2 B1.1 W1.1 F0.3 B0.0 W0.0 F1.2 B0.1 W0.1 F1.3 B1.2 W1.2 B1.3 W1.3 "
+            "B0.2 W0.2 B0.3 W0.3 ");
+  EXPECT_EQ(text(pipeline_order(p, 1)),
+            "F0.0 F0.1 F1.0 B1.0 F1.1 B1.1 W1.0 F0.2 B0.0 W1.1 F0.3 B0.1 W0.0 F1.2 B1.2 W0.1 F1.3 B1.3 W1.2 B0.2 "
+            "W1.3 B0.3 W0.2 W0.3 ");
+  for (const auto& [pp, v, m] : {std::tuple<int64_t, int64_t, int64_t>{4, 2, 8}, {4, 3, 3}, {4, 2, 10}, {3, 4, 12},
+                                 {8, 2, 64}, {2, 5, 6}}) {
+    Plan q = p;
+    q.pp = pp;
+    q.vp = v;
+    q.gbs = m;
+    for (int64_t s = 0; s < pp; ++s) {
+      expect_v_passes_once_in_order(pipeline_order(q, s), m, fmt::format("pp {} v {} m {} stage {}", pp, v, m, s),
+                                    static_cast<int>(v));
+    }
+  }
+}
+
+// Looped BFS (torch's ScheduleLoopedBFS) for p = 2, v = 2, m = 3 on either rank: F0.0 F0.1 F0.2 F1.0 F1.1
+// F1.2, then B1.2 B1.1 B1.0 B0.2 B0.1 B0.0.
+TEST(Schedule, LoopedBfsRunsEachChunkBreadthFirst) {
+  Plan p = two_chunk_plan(Schedule::kLoopedBfs);
+  p.gbs = 3;
+  for (int64_t s = 0; s < 2; ++s) {
+    EXPECT_EQ(order_text(pipeline_order(p, s)), "F0.0 F0.1 F0.2 F1.0 F1.1 F1.2 B1.2 B1.1 B1.0 B0.2 B0.1 B0.0 ") << "stage " << s;
   }
 }
 

@@ -127,7 +127,10 @@ def draw(rng):
     if model in MOE and dp * cp >= 2:
         a += ['--ep', str(rng.choice([e for e in (1, 2, 4, 8) if (dp * cp) % e == 0]))]
     if pp > 1:
-        a += ['--schedule', rng.choice(['1f1b', 'gpipe', 'zero-bubble', 'zb-v', 'dualpipe-v'])]
+        schedule = rng.choice(['1f1b', 'gpipe', 'zero-bubble', 'zb-v', 'dualpipe-v', 'interleaved-zb', 'looped-bfs'])
+        a += ['--schedule', schedule]
+        if schedule in ('interleaved-zb', 'looped-bfs'):
+            a += ['--vp', '2']
     return a
 
 
