@@ -152,11 +152,39 @@ TEST(MemoryTimeline, ZeroBubbleVHoldsTwoPChunksOnEveryRankUntilTheirWeightPasses
   }
 }
 
+// The interleaved zero-bubble order (train/schedule.h) on p = 4, v = 2: every rank holds up to
+// min((v - 1) n + p, m v) chunks (n = m / max(1, floor(m / p)): 8 at m = 8 and 12, n = 4; at m = 3,
+// n = 3, all 6 forwards, fewer than 3 + 4), each freed by its W pass, so the timeline's peak is the
+// report's. Looped BFS holds all m v.
+TEST(MemoryTimeline, TorchsInterleavedSchedulesHoldWhatTheReportCounts) {
+  const int64_t p = 4;
+  for (int64_t m : {3, 8, 12}) {
+    const Simulated r = run(Schedule::kInterleavedZeroBubble, p, m, 2);
+    const Plan plan = plan_of(Schedule::kInterleavedZeroBubble, p, m, 2);
+    const int64_t n = m / std::max<int64_t>(1, m / p);
+    for (int64_t s = 0; s < p; ++s) {
+      const std::vector<MemorySample> t = memory_timeline(plan, r.memory, s, r.step.passes);
+      EXPECT_EQ(most_chunks(t), std::min(n + p, 2 * m)) << "m " << m << " stage " << s;
+      EXPECT_EQ(timeline_peak(t).total, r.memory.stages[static_cast<size_t>(s)].memory.total()) << "m " << m << " stage " << s;
+    }
+  }
+  const Simulated bfs = run(Schedule::kLoopedBfs, p, 5, 2);
+  for (int64_t s = 0; s < p; ++s) {
+    const std::vector<MemorySample> t = memory_timeline(plan_of(Schedule::kLoopedBfs, p, 5, 2), bfs.memory, s, bfs.step.passes);
+    EXPECT_EQ(most_chunks(t), 10) << "stage " << s;
+    EXPECT_EQ(timeline_peak(t).total, bfs.memory.stages[static_cast<size_t>(s)].memory.total()) << "stage " << s;
+  }
+}
+
 // Every allocation is freed: the step starts and ends with the model states, buffers and context only
 // (the report's total less activations and temporary), and time runs forward.
 TEST(MemoryTimeline, StartsAndEndsWithTheStaticMemoryAndIsOrderedInTime) {
-  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubble, Schedule::kZeroBubbleV}) {
-    const int64_t v = schedule == Schedule::kZeroBubbleV ? 2 : 1;
+  for (Schedule schedule : {Schedule::kGpipe, Schedule::kOneFOneB, Schedule::kZeroBubble, Schedule::kZeroBubbleV,
+                            Schedule::kInterleavedZeroBubble, Schedule::kLoopedBfs}) {
+    const int64_t v = schedule == Schedule::kZeroBubbleV || schedule == Schedule::kInterleavedZeroBubble ||
+                              schedule == Schedule::kLoopedBfs
+                          ? 2
+                          : 1;
     const Simulated r = run(schedule, 2, 4, v);
     const Plan plan = plan_of(schedule, 2, 4, v);
     for (int64_t s = 0; s < 2; ++s) {
