@@ -139,6 +139,31 @@ assert abs(z["time"]["compute"] - i["time"]["compute"]) < 1e-9 and abs(bfs["time
 expect interleaved-zb-vp 2 "vp_schedule: the interleaved-zb schedule runs vp > 1 model chunks per pipeline rank \(found vp=1\); with one chunk it is zero-bubble \(ZB-H1\)" -- "${izb[@]}" --vp 1 --schedule interleaved-zb
 expect interleaved-zb-rounds 2 "vp_microbatches: the interleaved-zb schedule runs rounds of m/r micro-batches, r = max\(1, floor\(m/pp\)\) = 2: it needs m=9 to be a multiple of 2" -- "${izb[@]}" --schedule interleaved-zb --gbs 18
 one_line_error interleaved-zb-rounds-one-line "${izb[@]}" --schedule interleaved-zb --gbs 18
+# A pipeline order from a file (torch's schedule CSV, train/schedule_csv.h): written from a built-in
+# schedule with --schedule-csv-out and read back with --schedule-csv it is the same order, so every
+# figure is the same; the plan names the file.
+sdir=$(mktemp -d)
+if python3 -c '
+import json, subprocess, sys
+d = sys.argv[1]
+b = sys.argv[2:]
+run = lambda *x: json.loads(subprocess.run(b + list(x), capture_output=True, text=True, check=True).stdout)
+for s in ("interleaved-zb", "interleaved"):
+    a = run("--schedule", s, "--schedule-csv-out", d + "/" + s + ".csv")
+    c = run("--schedule-csv", d + "/" + s + ".csv")
+    assert c["plan"]["schedule"] == "custom" and c["plan"]["schedule_file"] == d + "/" + s + ".csv", c["plan"]
+    assert a["plan"]["schedule_file"] == ""
+    for k in ("step_time_s", "peak_memory_bytes", "time", "memory"):
+        assert a[k] == c[k], (s, k, a[k], c[k])
+    assert [x["inflight_microbatches"] for x in a["memory_by_stage"]] == [x["inflight_microbatches"] for x in c["memory_by_stage"]]
+' "$sdir" "$bin" --json "${izb[@]}"; then pass=$((pass+1)); else echo "FAIL schedule-csv round trip"; fail=$((fail+1)); fi
+printf '0F0,0Z0\n' > "$sdir/bad.csv"
+expect schedule-csv-bad-action 2 "$sdir/bad.csv:1: step 1: unknown action type in '0Z0'; expected F, B, I or W \(or a communication action\); did you mean" -- "${izb[@]}" --schedule-csv "$sdir/bad.csv"
+one_line_error schedule-csv-bad-action-one-line "${izb[@]}" --schedule-csv "$sdir/bad.csv"
+expect schedule-csv-missing 2 "$sdir/none.csv: cannot open the schedule file" -- "${izb[@]}" --schedule-csv "$sdir/none.csv"
+expect schedule-csv-with-schedule 2 "--schedule-csv gives the order itself: leave out --schedule" -- "${izb[@]}" --schedule-csv "$sdir/interleaved-zb.csv" --schedule 1f1b
+expect schedule-csv-microbatches 2 "schedule_csv: $sdir/interleaved-zb.csv runs m=16 micro-batches per step; the plan has gbs/\(dp\*mbs\) = 64/\(2\*1\) = 32" -- "${izb[@]}" --gbs 64 --schedule-csv "$sdir/interleaved-zb.csv"
+rm -rf "$sdir"
 # Megatron-Core's combined 1F1B needs EP and one stage or the interleaved schedule (key ep_overlap).
 expect ep-overlap-1f1b-pp 2 "ep_overlap: overlapping the expert all-to-alls with the other micro-batch \(Megatron-Core's combined 1F1B\) needs ep > 1 and pp=1 \(1f1b\) or the interleaved schedule with vp > 1 \(ep=8, pp=4, schedule 1f1b, vp=1\)" -- "${dpv[@]}" --overlap-moe-expert-parallel-comm yes
 one_line_error ep-overlap-one-line "${dpv[@]}" --overlap-moe-expert-parallel-comm yes

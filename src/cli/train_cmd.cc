@@ -21,6 +21,7 @@
 #include "io/atomic_file.h"
 #include "io/hf_config.h"
 #include "train/replay.h"
+#include "train/schedule_csv.h"
 #include "train/train.h"
 #include "train/variability.h"
 
@@ -43,6 +44,8 @@ struct TrainArgs {
   int64_t first_stage_layers = -1, last_stage_layers = -1;  // -1: the other chunks' share
   int64_t microbatch_group = 0;                              // 0: pp
   std::string sp = "no", recompute = "none", precision = "bf16", dp_sharding = "none", schedule, flash = "yes", fp8_attention = "no";
+  std::string schedule_csv;  // --schedule-csv: a pipeline order from a file (train/schedule_csv.h)
+  std::string schedule_csv_out;  // --schedule-csv-out: the plan's order in that format
   int64_t recompute_layers = -1, shard_group = 0, unsharded_layers = 0, fsdp_prefetch = 1, grad_bytes = 4;
   double bucket_mb = 40.0, capacity_factor = 0.0, load_imbalance = 1.0, grad_density = 1.0, moe_ranks_per_token = 0.0;
   std::string moe_dispatcher = "alltoall";
@@ -144,6 +147,15 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
   p.schedule = a.schedule.empty() ? (a.vp > 1 ? tr::Schedule::kInterleaved : tr::Schedule::kOneFOneB)
                                   : tr::parse_schedule(a.schedule, kCl.with_key("--schedule"));
   if (p.v_shape() && a.vp == 1) p.vp = 2;  // ZB-V's V is two chunks per rank; --vp 1 is the flag's default
+  if (!a.schedule_csv.empty()) {
+    if (!a.schedule.empty()) {
+      throw InputError(kCl.with_key("--schedule-csv"), "--schedule-csv gives the order itself: leave out --schedule");
+    }
+    const int64_t vp_flag = a.vp;
+    tr::use_custom_schedule(p, std::make_shared<const tr::CustomSchedule>(tr::read_schedule_csv(a.schedule_csv)));
+    // An explicit --vp must agree with the file (validate_plan names both); the default takes the file's.
+    if (vp_flag != 1) p.vp = vp_flag;
+  }
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
   p.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");
   p.fp8_recipe = tr::parse_fp8_recipe(a.fp8_recipe, kCl.with_key("--fp8-recipe"));
@@ -415,6 +427,7 @@ void run_train(Context& ctx, const TrainArgs& a) {
   if (!a.trace_out.empty()) {
     io::write_file_atomic(a.trace_out, chrome_trace(r, plan, opt.step.trace_stages, opt.memory));
   }
+  if (!a.schedule_csv_out.empty()) io::write_file_atomic(a.schedule_csv_out, tr::schedule_csv_text(plan));
 
   // A stage's memory by category, in the order of the documented `memory` keys.
   const auto categories = [](const tr::MemoryBreakdown& b) {
@@ -557,6 +570,8 @@ void run_train(Context& ctx, const TrainArgs& a) {
                                             plan.microbatch_group > 0
                                                 ? fmt::format("{}, groups of {}", tr::schedule_name(plan.schedule),
                                                               plan.microbatch_group)
+                                            : plan.custom != nullptr
+                                                ? fmt::format("custom: {}", plan.custom->file)
                                                 : std::string(tr::schedule_name(plan.schedule)),
                                             plan.mbs, plan.gbs, plan.seq,
                                             recompute_label(plan), sharding));
@@ -764,6 +779,13 @@ void add_train_options(CLI::App* c, TrainArgs* a) {
   c->add_option("--grad-density", a->grad_density, "gradient density of sparse sync, (0, 1]")->capture_default_str();
   c->add_option("--overlap-grad-reduce", a->overlap_grad, "DP reduction overlapped with backward: yes | no")->capture_default_str();
   c->add_option("--overlap-param-gather", a->overlap_param, "ZeRO-1/2 parameter gather overlapped: yes | no")->capture_default_str();
+  c->add_option("--schedule-csv", a->schedule_csv,
+                 "a pipeline order from a file: torch.distributed.pipelining's schedule CSV (torchtitan's "
+                 "pipeline_parallel_schedule_csv), one row of actions per rank such as 0F0,0F1,2F0,2I0,2W0; "
+                 "vp from its stages (docs/training.md)");
+  c->add_option("--schedule-csv-out", a->schedule_csv_out,
+                 "write the plan's pipeline order in --schedule-csv's format (a start for a schedule of your own)")
+      ->type_name("FILE");
   c->add_option("--overlap-f-b", a->overlap_f_b,
                 "dualpipe-v: each paired forward and backward hide each other's EP all-to-alls: yes | no")
       ->capture_default_str();

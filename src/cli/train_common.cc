@@ -15,6 +15,7 @@
 #include "io/calibration_file.h"
 #include "model/op_inventory.h"
 #include "train/plan.h"
+#include "train/schedule_csv.h"
 #include "net/topology_builders.h"
 
 namespace orrery::cli {
@@ -517,6 +518,7 @@ io::Json plan_json(const train::Plan& p) {
                   {"last_stage_layers", std::max<int64_t>(0, p.last_stage_layers)},
                   {"sp", p.sp},
                   {"schedule", train::schedule_name(p.schedule)},
+                  {"schedule_file", p.custom != nullptr ? p.custom->file : std::string()},
                   {"mbs", p.mbs},
                   {"microbatches", p.microbatches()},
                   {"dp_sharding", train::sharding_name(p.sharding)},

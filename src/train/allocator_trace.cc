@@ -61,7 +61,9 @@ class Trace {
       replay_.microbatch_group = p_.microbatch_group_size();
       cap = 3 * replay_.microbatch_group;
     }
-    const bool holds_all = p_.schedule == Schedule::kGpipe || p_.schedule == Schedule::kLoopedBfs;
+    // A file's order (kCustom) is replayed whole: nothing says where it repeats.
+    const bool holds_all = p_.schedule == Schedule::kGpipe || p_.schedule == Schedule::kLoopedBfs ||
+                           p_.schedule == Schedule::kCustom;
     if (!holds_all && p_.microbatches() > cap) replay_.gbs = cap * p_.dp * p_.mbs;
     order_ = pipeline_order(replay_, s_);
     const size_t passes = static_cast<size_t>(replay_.microbatches() * p_.vp);

@@ -88,33 +88,43 @@ std::vector<double> interleaved_peak_held(const Plan& p, int64_t s, const std::v
 // own (equal chunks), so the pair swaps one chunk-micro-batch for the other: the walk frees the
 // backward's before it adds the forward's (Megatron-Bridge's Qwen3-30B-A3B run holds one micro-batch
 // with combined 1F1B on: docs/training.md). `most` gets the largest count held, whatever the bytes.
+//
+// An order read from a file (Schedule::kCustom) walks the same way over the whole of it (nothing says
+// where it repeats), with any number of chunks; a backward frees at its W where the order splits them,
+// at its B where it does not.
 std::vector<double> v_peak_held(const Plan& p, int64_t s, const std::vector<int64_t>& resident, int64_t* most) {
   Plan q = p;
-  q.gbs = std::min(p.microbatches(), 2 * p.pp) * p.dp * p.mbs;
-  int64_t held[2] = {0, 0}, best[2] = {0, 0}, best_sum = -1, count = 0;
+  if (p.schedule != Schedule::kCustom) q.gbs = std::min(p.microbatches(), 2 * p.pp) * p.dp * p.mbs;
+  const size_t v = resident.size();
+  const PassKind frees = p.splits_backward() ? PassKind::kWeight : PassKind::kBackward;
+  std::vector<int64_t> held(v, 0), best(v, 0);
+  int64_t best_sum = -1, sum = 0, count = 0, total = 0;
   int32_t swapped_in = -1;  // an overlapped pair's forward chunk, added as its backward frees (below)
   auto take = [&](int32_t chunk, int64_t delta) {
-    held[chunk] += delta;
-    const int64_t sum = held[0] * resident[0] + held[1] * resident[1];
+    held[static_cast<size_t>(chunk)] += delta;
+    sum += delta * resident[static_cast<size_t>(chunk)];
+    total += delta;
     if (sum > best_sum) {
       best_sum = sum;
-      best[0] = held[0];
-      best[1] = held[1];
+      best = held;
     }
-    count = std::max(count, held[0] + held[1]);
+    count = std::max(count, total);
   };
   for (const PipelinePass& x : pipeline_order(q, s)) {
     if (x.kind == PassKind::kForward && x.paired && p.overlaps_pairs()) {
       swapped_in = x.chunk;
     } else if (x.kind == PassKind::kForward) {
       take(x.chunk, 1);
-    } else if (x.kind == PassKind::kWeight) {
+    } else if (x.kind == frees) {
       take(x.chunk, -1);
-      if (x.paired && swapped_in >= 0) take(std::exchange(swapped_in, -1), 1);
+      if (closes_pair(x) && swapped_in >= 0) take(std::exchange(swapped_in, -1), 1);
     }
   }
   if (most != nullptr) *most = count;
-  return {d(best[0]), d(best[1])};
+  std::vector<double> out;
+  out.reserve(v);
+  for (int64_t b : best) out.push_back(d(b));
+  return out;
 }
 
 }  // namespace
@@ -150,10 +160,11 @@ double inflight_microbatches(const Plan& p, int64_t s) {
       return held / d(p.vp);
     }
     case Schedule::kZeroBubbleV:
-    case Schedule::kDualPipeV: {  // chunk-micro-batches at the most, in whole-stage micro-batches
+    case Schedule::kDualPipeV:
+    case Schedule::kCustom: {  // chunk-micro-batches at the most, in whole-stage micro-batches
       int64_t most = 0;
-      v_peak_held(p, s, {1, 1}, &most);
-      return d(most) / 2.0;
+      v_peak_held(p, s, std::vector<int64_t>(static_cast<size_t>(p.vp), 1), &most);
+      return d(most) / d(p.vp);
     }
   }
   return d(m);
@@ -268,7 +279,7 @@ MemoryReport memory_model(const model::ModelSpec& model, const Plan& p, const Mo
     for (size_t ch = 0; ch < resident.size(); ++ch) resident[ch] = (st.chunk_activations[ch] - st.chunk_offloaded[ch]).count();
     st.chunk_inflight.assign(resident.size(), st.inflight_microbatches);
     if (p.interleaves()) st.chunk_inflight = interleaved_peak_held(p, s, resident);
-    if (p.v_shape()) st.chunk_inflight = v_peak_held(p, s, resident, nullptr);
+    if (p.v_shape() || p.schedule == Schedule::kCustom) st.chunk_inflight = v_peak_held(p, s, resident, nullptr);
     double resident_held = 0.0;
     for (size_t ch = 0; ch < resident.size(); ++ch) resident_held += d(resident[ch]) * st.chunk_inflight[ch];
     mb.activations = Bytes::from_double(resident_held + act_off_mb.to_double() * st.offload_held);

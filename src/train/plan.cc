@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/strings.h"
+#include "train/schedule_csv.h"
 
 namespace orrery::train {
 namespace {
@@ -187,7 +188,7 @@ std::string recompute_modules_error(const model::ModelSpec& m, uint32_t modules)
   return {};
 }
 
-std::string_view schedule_name(Schedule s) { return name_in(kSchedules, s); }
+std::string_view schedule_name(Schedule s) { return s == Schedule::kCustom ? "custom" : name_in(kSchedules, s); }
 std::string_view sharding_name(Sharding s) { return name_in(kShardings, s); }
 std::string_view recompute_name(Recompute r) { return name_in(kRecomputes, r); }
 std::string_view grad_sync_name(GradSync g) { return name_in(kGradSyncs, g); }
@@ -444,6 +445,9 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     add("vp_microbatches", fmt::format("the interleaved-zb schedule runs rounds of m/r micro-batches, r = max(1, "
                                        "floor(m/pp)) = {}: it needs m={} to be a multiple of {}",
                                        rounds, m_mb, rounds));
+  } else if (p.schedule == Schedule::kCustom && p.custom != nullptr && p.custom->microbatches != p.microbatches()) {
+    add("schedule_csv", fmt::format("{} runs m={} micro-batches per step; the plan has gbs/(dp*mbs) = {}/({}*{}) = {}",
+                                    p.custom->file, p.custom->microbatches, p.gbs, p.dp, p.mbs, p.microbatches()));
   } else if (p.schedule == Schedule::kDualPipeV && p.microbatches() < 2 * p.pp) {
     // torch's ScheduleDualPipeV raises below one micro-batch per virtual stage (its order's steady phase
     // runs m - 2 pp + s + 1 pairs on rank s).
@@ -454,7 +458,14 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
     add("microbatch_group", fmt::format("a micro-batch group size ({}) applies to the interleaved schedule (vp > 1) and "
                                         "must be positive (interleaved-zb takes torch's rounds)", p.microbatch_group));
   }
-  if (p.v_shape() && p.vp != 2) {
+  if (p.schedule == Schedule::kCustom) {
+    if (p.custom == nullptr) {
+      add("schedule_csv", "the custom schedule needs its order (--schedule-csv FILE)");
+    } else if (p.custom->ranks != p.pp || p.custom->stages != p.pp * p.vp) {
+      add("schedule_csv", fmt::format("{} has {} rank rows and {} stages; the plan has pp={} and pp*vp={}", p.custom->file,
+                                      p.custom->ranks, p.custom->stages, p.pp, p.pp * p.vp));
+    }
+  } else if (p.v_shape() && p.vp != 2) {
     add("vp_schedule", fmt::format("the {} schedule runs two model chunks per pipeline rank in a V: it needs vp=2 "
                                    "(found vp={})",
                                    schedule_name(p.schedule), p.vp));
@@ -463,7 +474,7 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
                                    "with one chunk it is zero-bubble (ZB-H1)",
                                    p.vp));
   } else if (p.vp > 1 && p.schedule != Schedule::kInterleaved && p.schedule != Schedule::kInterleavedZeroBubble &&
-             p.schedule != Schedule::kLoopedBfs && !p.v_shape()) {
+             p.schedule != Schedule::kLoopedBfs && !p.v_shape() && p.schedule != Schedule::kCustom) {
     add("vp_schedule", fmt::format("vp={} needs --schedule interleaved, interleaved-zb, looped-bfs, zb-v or dualpipe-v "
                                    "(schedule is {})", p.vp,
                                    schedule_name(p.schedule)));

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,7 +62,19 @@ inline constexpr double kCpuAdamParamsPerSecond = 0.69e9;
 // kDualPipeV is DeepSeek's DualPipeV (the V, with paired forward and backward passes overlapped);
 // kInterleavedZeroBubble is torch's interleaved ZB1P (vp > 1 chunks, each backward split, W passes
 // filling the bubble); kLoopedBfs is breadth-first pipelining (torch's ScheduleLoopedBFS).
-enum class Schedule { kGpipe, kOneFOneB, kInterleaved, kZeroBubble, kZeroBubbleV, kDualPipeV, kInterleavedZeroBubble, kLoopedBfs };
+// kCustom runs an order read from a file (--schedule-csv; train/schedule_csv.h).
+enum class Schedule {
+  kGpipe,
+  kOneFOneB,
+  kInterleaved,
+  kZeroBubble,
+  kZeroBubbleV,
+  kDualPipeV,
+  kInterleavedZeroBubble,
+  kLoopedBfs,
+  kCustom
+};
+struct CustomSchedule;
 // Data-parallel sharding (Rajbhandari et al. 2020, ZeRO): none = plain DDP; zero1 = optimizer states
 // (Megatron's distributed optimizer); zero2 = + gradients; zero3 = + parameters (FSDP full shard).
 enum class Sharding { kNone, kZero1, kZero2, kZero3 };
@@ -180,6 +193,11 @@ struct Plan {
   // (Megatron-Core's microbatch_group_size_per_vp_stage; Llama 3's tunable N, Dubey et al. 2024 sec.
   // 3.3.2); 0 = pp, Megatron's default. In [pp, m], and a last, shorter group of at least pp.
   int64_t microbatch_group = 0;
+  // Schedule kCustom: the order per rank (train/schedule_csv.h), its V placement and whether it splits
+  // backwards (set with it by use_custom_schedule).
+  std::shared_ptr<const CustomSchedule> custom;
+  bool custom_v = false;
+  bool custom_split = false;
   // torch.distributed.pipelining's interleaved schedules run rounds of m / max(1, floor(m / pp))
   // micro-batches instead (ScheduleInterleavedZeroBubble: microbatches_per_round; m a multiple of it).
   int64_t microbatch_group_size() const {
@@ -319,7 +337,9 @@ struct Plan {
   // order; vp = 1: the stage), except under ZB-V, whose V places chunk 0 of rank s at s and chunk 1 at
   // 2 pp - 1 - s (Qi et al. 2024, sec. 6; torch.distributed.pipelining's "v" stage-to-rank mapping), so
   // that rank pp - 1 turns the V locally and rank 0 runs both the embedding and the loss.
-  bool v_shape() const { return schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV; }
+  bool v_shape() const {
+    return schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV || (schedule == Schedule::kCustom && custom_v);
+  }
   int64_t virtual_stage(int64_t s, int64_t c) const { return v_shape() && c == 1 ? 2 * pp - 1 - s : c * pp + s; }
   int64_t stage_of_virtual(int64_t k) const { return v_shape() && k >= pp ? 2 * pp - 1 - k : k % pp; }
   int64_t chunk_of_virtual(int64_t k) const { return k / pp; }
@@ -334,10 +354,12 @@ struct Plan {
     return ep > 1 && ((pp == 1 && schedule == Schedule::kOneFOneB) || (schedule == Schedule::kInterleaved && vp > 1));
   }
   // Whether the order's paired passes (PipelinePass::paired) run overlapped.
-  bool overlaps_pairs() const { return schedule == Schedule::kDualPipeV ? overlap_f_b : ep_a2a_overlap; }
+  bool overlaps_pairs() const {
+    return schedule == Schedule::kDualPipeV || schedule == Schedule::kCustom ? overlap_f_b : ep_a2a_overlap;
+  }
   bool splits_backward() const {
     return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV ||
-           schedule == Schedule::kInterleavedZeroBubble;
+           schedule == Schedule::kInterleavedZeroBubble || (schedule == Schedule::kCustom && custom_split);
   }
   // FSDP (ZeRO-3, HSDP) under pipeline parallelism, as PyTorch's pipelining runs it, the one framework
   // that combines the two (DeepSpeed's PipelineEngine refuses ZeRO-2/3; Megatron-Bridge states FSDP2

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "train/schedule_csv.h"
+
 namespace orrery::train {
 
 std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
@@ -108,6 +110,10 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       while (next_w < queued.size()) weight();
       break;
     }
+    case Schedule::kCustom:
+      // The file's order (train/schedule_csv.h), checked against the plan by validate_plan.
+      out = plan.custom->order.at(static_cast<size_t>(s));
+      break;
     case Schedule::kLoopedBfs: {
       // torch.distributed.pipelining's ScheduleLoopedBFS (Lamy-Poirier 2023, breadth-first): every
       // micro-batch's forward on chunk 0, then on chunk 1, ...; then the backwards, last chunk first,

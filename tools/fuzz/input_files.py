@@ -2,7 +2,7 @@
 """Input-file fuzzer for the orrery CLI's readers (rule 5: nothing crashes on bad input).
 
 Starts from a valid file per reader (traces: Azure CSV, Mooncake JSONL, Vidur-style CSV, generic CSV; an
-edge-list topology; a Hugging Face config.json; a results table for `train --replay`; a calibration YAML; the CSVs of `orrery calibrate`; a
+edge-list topology; a Hugging Face config.json; a results table for `train --replay`; a pipeline order for `train --schedule-csv`; a calibration YAML; the CSVs of `orrery calibrate`; a
 catalog YAML; a Vidur profile CSV), applies one or two random edits (delete, duplicate or swap a line,
 truncate, replace a number by a hostile value, insert or delete a character) and runs the command that
 reads it. Reports crashes and internal errors, exit 2 with more than one line, exit 1, and runs over 60 s;
@@ -102,6 +102,10 @@ open(S+'oss.json','w').write('''{
   "orrery_published_params": {"total": 1e8, "active_convention": "excluding_input_embedding"}
 }
 ''')
+# A pipeline order for `train --schedule-csv` (torch's format): the interleaved zero-bubble order of
+# pp 2, vp 2, 4 micro-batches (Schedule.InterleavedZeroBubbleFollowsTorchsOrder), with a pair.
+open(S+'order.csv','w').write('0F0,0F1,2F0,2F1,2I0,2W0,0F2,2I1,2W1,0F3,0I0,0W0,2F2,0I1,0W1,2F3,2I2,2W2,2I3,2W3,0I2,0W2,0I3,0W3\n'
+                              '1F0,1F1,3F0,3I0,3F1,3I1,3W0,1F2,1I0,3W1,1F3,1I1,1W0,3F2,3I2,1W1,3F3,3I3,3W2,1I2,3W3,1I3,1W2,1W3\n')
 open(S+'catalog.yaml','w').write("""gpus:
   - {name: x100, vendor: acme, memory: 96 GiB, memory_bandwidth: 4 TB/s, flops: {bf16: 990 TFLOP/s, fp8: 1980 TFLOP/s},
      pcie: {generation: 5, bandwidth_per_direction: 64 GB/s}, tdp: 700 W, source: "input_files.py fixture"}
@@ -118,6 +122,7 @@ cases = {
  'kernels.csv': lambda f: ['calibrate','--gpu','h100-sxm','--kernels',f],
  'sweep.csv':   lambda f: ['calibrate','--gpu','h100-sxm','--sweep',f],
  'catalog.yaml':lambda f: ['--catalog',f,'catalog','show','gpu','x100'],
+ 'order.csv':   lambda f: ['train','--model','llama3-8b','--gpu','h100-sxm','--gpus','2','--pp','2','--gbs','4','--seq','1024','--schedule-csv',f],
  'runs.csv':    lambda f: ['train','--replay',f],
  'moe.csv':     lambda f: ['train','--replay',f],
  'llama3.csv':  lambda f: ['train','--replay',f],
