@@ -151,10 +151,9 @@ tr::Plan make_plan(const TrainArgs& a, int64_t seq) {
     if (!a.schedule.empty()) {
       throw InputError(kCl.with_key("--schedule-csv"), "--schedule-csv gives the order itself: leave out --schedule");
     }
-    const int64_t vp_flag = a.vp;
     tr::use_custom_schedule(p, std::make_shared<const tr::CustomSchedule>(tr::read_schedule_csv(a.schedule_csv)));
     // An explicit --vp must agree with the file (validate_plan names both); the default takes the file's.
-    if (vp_flag != 1) p.vp = vp_flag;
+    if (a.vp != 1) p.vp = a.vp;
   }
   p.flash_attention = parse_yes_no(a.flash, "--flash-attention");
   p.fp8_attention = parse_yes_no(a.fp8_attention, "--fp8-attention");

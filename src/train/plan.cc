@@ -188,6 +188,9 @@ std::string recompute_modules_error(const model::ModelSpec& m, uint32_t modules)
   return {};
 }
 
+bool Plan::custom_places_v() const { return custom != nullptr && custom->v; }
+bool Plan::custom_splits() const { return custom != nullptr && custom->split; }
+
 std::string_view schedule_name(Schedule s) { return s == Schedule::kCustom ? "custom" : name_in(kSchedules, s); }
 std::string_view sharding_name(Sharding s) { return name_in(kShardings, s); }
 std::string_view recompute_name(Recompute r) { return name_in(kRecomputes, r); }
@@ -437,14 +440,11 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
                                          "and leave a last group of 0 or at least pp (m mod n = {})",
                                          n, p.pp, m_mb, m_mb % n));
     }
-  } else if (p.schedule == Schedule::kInterleavedZeroBubble && p.microbatch_group == 0 &&
-             p.microbatches() % std::max<int64_t>(1, p.microbatches() / p.pp) != 0) {
-    // torch's ScheduleInterleavedZeroBubble runs rounds of m / r micro-batches, r = max(1, floor(m / pp)),
-    // and raises unless r divides m.
-    const int64_t m_mb = p.microbatches(), rounds = std::max<int64_t>(1, m_mb / p.pp);
+  } else if (p.schedule == Schedule::kInterleavedZeroBubble && p.microbatches() % p.torch_rounds() != 0) {
+    // torch's ScheduleInterleavedZeroBubble raises unless its rounds divide m (Plan::torch_rounds).
     add("vp_microbatches", fmt::format("the interleaved-zb schedule runs rounds of m/r micro-batches, r = max(1, "
                                        "floor(m/pp)) = {}: it needs m={} to be a multiple of {}",
-                                       rounds, m_mb, rounds));
+                                       p.torch_rounds(), p.microbatches(), p.torch_rounds()));
   } else if (p.schedule == Schedule::kCustom && p.custom != nullptr && p.custom->microbatches != p.microbatches()) {
     add("schedule_csv", fmt::format("{} runs m={} micro-batches per step; the plan has gbs/(dp*mbs) = {}/({}*{}) = {}",
                                     p.custom->file, p.custom->microbatches, p.gbs, p.dp, p.mbs, p.microbatches()));
@@ -474,7 +474,7 @@ std::vector<ConstraintError> validate_plan(const model::ModelSpec& m, const Plan
                                    "with one chunk it is zero-bubble (ZB-H1)",
                                    p.vp));
   } else if (p.vp > 1 && p.schedule != Schedule::kInterleaved && p.schedule != Schedule::kInterleavedZeroBubble &&
-             p.schedule != Schedule::kLoopedBfs && !p.v_shape() && p.schedule != Schedule::kCustom) {
+             p.schedule != Schedule::kLoopedBfs && !p.v_shape()) {
     add("vp_schedule", fmt::format("vp={} needs --schedule interleaved, interleaved-zb, looped-bfs, zb-v or dualpipe-v "
                                    "(schedule is {})", p.vp,
                                    schedule_name(p.schedule)));

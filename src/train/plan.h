@@ -193,16 +193,15 @@ struct Plan {
   // (Megatron-Core's microbatch_group_size_per_vp_stage; Llama 3's tunable N, Dubey et al. 2024 sec.
   // 3.3.2); 0 = pp, Megatron's default. In [pp, m], and a last, shorter group of at least pp.
   int64_t microbatch_group = 0;
-  // Schedule kCustom: the order per rank (train/schedule_csv.h), its V placement and whether it splits
-  // backwards (set with it by use_custom_schedule).
+  // Schedule kCustom: the order per rank (train/schedule_csv.h; use_custom_schedule).
   std::shared_ptr<const CustomSchedule> custom;
-  bool custom_v = false;
-  bool custom_split = false;
-  // torch.distributed.pipelining's interleaved schedules run rounds of m / max(1, floor(m / pp))
-  // micro-batches instead (ScheduleInterleavedZeroBubble: microbatches_per_round; m a multiple of it).
+  // torch.distributed.pipelining's interleaved schedules run r = max(1, floor(m / pp)) rounds of m / r
+  // micro-batches instead (ScheduleInterleavedZeroBubble: number_of_rounds, microbatches_per_round; r
+  // must divide m).
+  int64_t torch_rounds() const { return std::max<int64_t>(1, microbatches() / pp); }
   int64_t microbatch_group_size() const {
     if (microbatch_group > 0) return microbatch_group;
-    return schedule == Schedule::kInterleavedZeroBubble ? microbatches() / std::max<int64_t>(1, microbatches() / pp) : pp;
+    return schedule == Schedule::kInterleavedZeroBubble ? microbatches() / torch_rounds() : pp;
   }
   // Schedules whose chunks sit at virtual stage c pp + s and take vp > 1 (Megatron-Core's table).
   bool interleaves() const {
@@ -338,7 +337,8 @@ struct Plan {
   // 2 pp - 1 - s (Qi et al. 2024, sec. 6; torch.distributed.pipelining's "v" stage-to-rank mapping), so
   // that rank pp - 1 turns the V locally and rank 0 runs both the embedding and the loss.
   bool v_shape() const {
-    return schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV || (schedule == Schedule::kCustom && custom_v);
+    return schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV ||
+           (schedule == Schedule::kCustom && custom_places_v());
   }
   int64_t virtual_stage(int64_t s, int64_t c) const { return v_shape() && c == 1 ? 2 * pp - 1 - s : c * pp + s; }
   int64_t stage_of_virtual(int64_t k) const { return v_shape() && k >= pp ? 2 * pp - 1 - k : k % pp; }
@@ -347,8 +347,6 @@ struct Plan {
   bool runs_embedding(int64_t s, int64_t c) const { return virtual_stage(s, c) == 0; }
   bool runs_head(int64_t s, int64_t c) const { return virtual_stage(s, c) == pp * vp - 1; }
   int64_t head_stage() const { return v_shape() ? 0 : pp - 1; }  // the rank with the LM head and loss
-  // Zero-bubble schedules split each backward into B (input gradient) and W (weight gradient) passes;
-  // DualPipeV splits some (its order runs the others whole: PipelinePass::full, train/schedule.h).
   // Where Megatron-Core's combined 1F1B has pairs to run: EP, and one stage (1F1B) or interleaving.
   bool combined_1f1b_applies() const {
     return ep > 1 && ((pp == 1 && schedule == Schedule::kOneFOneB) || (schedule == Schedule::kInterleaved && vp > 1));
@@ -357,10 +355,16 @@ struct Plan {
   bool overlaps_pairs() const {
     return schedule == Schedule::kDualPipeV || schedule == Schedule::kCustom ? overlap_f_b : ep_a2a_overlap;
   }
+  // Zero-bubble schedules split each backward into B (input gradient) and W (weight gradient) passes;
+  // DualPipeV splits some (its order runs the others whole: PipelinePass::full, train/schedule.h); a
+  // file's order where it names I and W passes.
   bool splits_backward() const {
     return schedule == Schedule::kZeroBubble || schedule == Schedule::kZeroBubbleV || schedule == Schedule::kDualPipeV ||
-           schedule == Schedule::kInterleavedZeroBubble || (schedule == Schedule::kCustom && custom_split);
+           schedule == Schedule::kInterleavedZeroBubble || (schedule == Schedule::kCustom && custom_splits());
   }
+  // What the file of a kCustom plan says (CustomSchedule::v, ::split); false without one.
+  bool custom_places_v() const;
+  bool custom_splits() const;
   // FSDP (ZeRO-3, HSDP) under pipeline parallelism, as PyTorch's pipelining runs it, the one framework
   // that combines the two (DeepSpeed's PipelineEngine refuses ZeRO-2/3; Megatron-Bridge states FSDP2
   // does not work with PP): every backward but a stage's last runs without gradient sync and without

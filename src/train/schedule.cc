@@ -83,31 +83,27 @@ std::vector<PipelinePass> pipeline_order(const Plan& plan, int64_t stage) {
       // torch.distributed.pipelining's ScheduleInterleavedZeroBubble (_get_1f1b_rank_ops with
       // enable_zero_bubble): the interleaved table in rounds of n = Plan::microbatch_group_size()
       // micro-batches, warm-up (v - 1) n + p - 1 - s forwards, then forward warm + j and B of entry j;
-      // from steady step s on each step ends with the W of the oldest B still waiting (FIFO), the
-      // cool-down's B passes likewise, and the W passes left at the end.
+      // from steady step s on each step ends with the W of the oldest B still waiting (entry j - s),
+      // the cool-down's B passes likewise, and the W passes left at the end.
       const auto v = static_cast<int32_t>(plan.vp);
       const int32_t total = m * v;
       out.reserve(static_cast<size_t>(3 * total));
-      std::vector<std::pair<int32_t, int32_t>> queued;  // B passes in order: (micro-batch, chunk)
-      size_t next_w = 0;
-      auto weight = [&] {
-        const auto [mb, c] = queued[next_w++];
-        out.push_back({PassKind::kWeight, mb, c});
+      auto f = [&](int32_t k) { fwd(interleaved_microbatch(plan, k), interleaved_chunk(plan, k)); };
+      auto pass = [&](PassKind kind, int32_t j) {
+        out.push_back({kind, interleaved_microbatch(plan, j), v - 1 - interleaved_chunk(plan, j)});
       };
       auto input = [&](int32_t j) {
-        const int32_t mb = interleaved_microbatch(plan, j), c = v - 1 - interleaved_chunk(plan, j);
-        out.push_back({PassKind::kBackward, mb, c});
-        queued.emplace_back(mb, c);
-        if (j >= s) weight();
+        pass(PassKind::kBackward, j);
+        if (j >= s) pass(PassKind::kWeight, j - s);
       };
       const auto warm = static_cast<int32_t>(interleaved_warmup(plan, s));
-      for (int32_t k = 0; k < warm; ++k) fwd(interleaved_microbatch(plan, k), interleaved_chunk(plan, k));
+      for (int32_t k = 0; k < warm; ++k) f(k);
       for (int32_t j = 0; j < total - warm; ++j) {
-        fwd(interleaved_microbatch(plan, warm + j), interleaved_chunk(plan, warm + j));
+        f(warm + j);
         input(j);
       }
       for (int32_t j = total - warm; j < total; ++j) input(j);
-      while (next_w < queued.size()) weight();
+      for (int32_t j = std::max(0, total - s); j < total; ++j) pass(PassKind::kWeight, j);
       break;
     }
     case Schedule::kCustom:

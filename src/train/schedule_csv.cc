@@ -1,14 +1,16 @@
 #include "train/schedule_csv.h"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
-
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <tuple>
 #include <utility>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "core/strings.h"
@@ -200,46 +202,42 @@ CustomSchedule parse_schedule_csv(const std::string& text, const std::string& fi
   }
 
   // The order runs to its end: advance every rank while its next pass's inputs are done.
-  std::map<std::tuple<int64_t, char, int64_t>, bool> done;
-  auto is_done = [&](int64_t s, char t, int64_t mb) {
-    const auto it = done.find({s, t, mb});
-    return it != done.end() && it->second;
-  };
-  auto backward_done = [&](int64_t s, int64_t mb) { return is_done(s, 'B', mb) || is_done(s, 'I', mb); };
-  // What `a` waits for, as text; empty when ready.
-  auto waits_for = [&](const Action& a) -> std::string {
-    switch (a.type) {
-      case 'F':
-        return a.stage == 0 || is_done(a.stage - 1, 'F', a.microbatch) ? ""
-                                                                        : fmt::format("{}F{}", a.stage - 1, a.microbatch);
-      case 'W': return is_done(a.stage, 'I', a.microbatch) ? "" : fmt::format("{}I{}", a.stage, a.microbatch);
-      default:
-        if (!is_done(a.stage, 'F', a.microbatch)) return fmt::format("{}F{}", a.stage, a.microbatch);
-        if (a.stage + 1 < k && !backward_done(a.stage + 1, a.microbatch)) {
-          return fmt::format("{}B{} (or {}I{})", a.stage + 1, a.microbatch, a.stage + 1, a.microbatch);
-        }
-        return "";
+  using Key = std::tuple<int64_t, char, int64_t>;  // (stage, type, micro-batch)
+  std::set<Key> done;
+  auto ran = [&](int64_t s, char t, int64_t mb) { return done.count({s, t, mb}) > 0; };
+  // The pass `a` waits for (a B of the next stage stands for its B or I), or none when it can run.
+  auto waits_for = [&](const Action& a) -> std::optional<Key> {
+    if (a.type == 'F') {
+      if (a.stage == 0 || ran(a.stage - 1, 'F', a.microbatch)) return std::nullopt;
+      return Key{a.stage - 1, 'F', a.microbatch};
     }
+    if (a.type == 'W') {
+      if (ran(a.stage, 'I', a.microbatch)) return std::nullopt;
+      return Key{a.stage, 'I', a.microbatch};
+    }
+    if (!ran(a.stage, 'F', a.microbatch)) return Key{a.stage, 'F', a.microbatch};
+    if (a.stage + 1 < k && !ran(a.stage + 1, 'B', a.microbatch) && !ran(a.stage + 1, 'I', a.microbatch)) {
+      return Key{a.stage + 1, 'B', a.microbatch};
+    }
+    return std::nullopt;
   };
   std::vector<size_t> next(static_cast<size_t>(p), 0);
   for (bool moved = true; moved;) {
     moved = false;
     for (size_t r = 0; r < next.size(); ++r) {
       const auto& row = rows[r];
-      while (next[r] < row.size() && waits_for(row[next[r]]).empty()) {
-        const Action& a = row[next[r]++];
-        done[{a.stage, a.type, a.microbatch}] = true;
-        moved = true;
+      for (; next[r] < row.size() && !waits_for(row[next[r]]); ++next[r], moved = true) {
+        done.insert({row[next[r]].stage, row[next[r]].type, row[next[r]].microbatch});
       }
     }
   }
   for (size_t r = 0; r < next.size(); ++r) {
-    if (next[r] < rows[r].size()) {
-      const Action& a = rows[r][next[r]];
-      throw InputError(cell(file, a.line, a.step),
-                       fmt::format("the order cannot run: rank {} waits at '{}' for {}, which waits on a pass after it", r,
-                                   a.text, waits_for(a)));
-    }
+    if (next[r] == rows[r].size()) continue;
+    const Action& a = rows[r][next[r]];
+    const auto [ws, wt, wmb] = *waits_for(a);
+    throw InputError(cell(file, a.line, a.step),
+                     fmt::format("the order cannot run: rank {} waits at '{}' for {}{}{}{}, which waits on a pass after it",
+                                 r, a.text, ws, wt, wmb, wt == 'B' ? fmt::format(" (or {}I{})", ws, wmb) : ""));
   }
 
   // The rank's passes; a whole backward under a splitting order is its B and W back to back (full).
@@ -265,8 +263,6 @@ CustomSchedule parse_schedule_csv(const std::string& text, const std::string& fi
 void use_custom_schedule(Plan& plan, std::shared_ptr<const CustomSchedule> order) {
   plan.schedule = Schedule::kCustom;
   plan.vp = order->ranks > 0 ? order->stages / order->ranks : 1;
-  plan.custom_v = order->v;
-  plan.custom_split = order->split;
   plan.custom = std::move(order);
 }
 

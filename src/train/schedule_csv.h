@@ -44,7 +44,8 @@ CustomSchedule read_schedule_csv(const std::string& path);
 // The same from text already read (`file` names it in errors).
 CustomSchedule parse_schedule_csv(const std::string& text, const std::string& file);
 
-// Runs `plan` on `order`: schedule kCustom, vp = stages / ranks, its placement and splitting.
+// Runs `plan` on `order`: schedule kCustom, vp = stages / ranks (placement and splitting come from it:
+// Plan::v_shape, Plan::splits_backward).
 void use_custom_schedule(Plan& plan, std::shared_ptr<const CustomSchedule> order);
 
 // The plan's order in the same format (torch's _dump_csv, "compute_only" plus OVERLAP_F_B pairs), one
